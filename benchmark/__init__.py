@@ -1,0 +1,1 @@
+"""Datasets, views and evaluation protocols of the MixCo benchmark suite."""

@@ -1,0 +1,74 @@
+"""Workarounds for mmengine 0.10.7 on current torch, each pinned to its cause, in one place."""
+import datetime
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as torch_dist
+
+
+_NUMPY_CORE = getattr(np, '_core', None) or np.core  # numpy 2 renamed numpy.core
+_DTYPES = ('float64', 'float32', 'float16', 'int64', 'int32', 'int16', 'int8', 'uint8', 'bool')
+
+
+def history_buffer_statistic(owner: Any, name: str) -> Any:
+    """Stand-in for `getattr` in mmengine checkpoints: only HistoryBuffer's statistic methods.
+
+    A HistoryBuffer pickles its statistics table as `getattr(HistoryBuffer, 'mean')` and so on;
+    any other attribute look-up in a checkpoint is refused.
+    """
+    from mmengine.logging.history_buffer import HistoryBuffer
+    allowed = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
+    if owner is HistoryBuffer and name in allowed:
+        return getattr(owner, name)
+    raise pickle.UnpicklingError(
+        f'checkpoint asks for getattr({getattr(owner, "__name__", owner)!r}, {name!r}), which '
+        'an mmengine checkpoint never does; refusing to load it')
+
+
+def mmengine_checkpoint_globals() -> list:
+    """The non-tensor globals an mmengine checkpoint pickles (message hub logs, numpy values)."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    return [HistoryBuffer, (history_buffer_statistic, 'builtins.getattr'),
+            np.ndarray, np.dtype, *[type(np.dtype(t)) for t in _DTYPES],
+            _NUMPY_CORE.multiarray._reconstruct, _NUMPY_CORE.multiarray.scalar]
+
+
+def allow_mmengine_checkpoints() -> None:
+    """Let `torch.load(weights_only=True)` read mmengine's own checkpoints.
+
+    mmengine#1655: torch >= 2.6 loads with weights_only=True by default and mmengine 0.10.7 calls
+    `torch.load` without arguments, so `--resume` fails on its own checkpoints. We keep
+    weights_only=True (loading never runs code) and allow-list only what mmengine writes; a
+    checkpoint asking for anything else is refused by torch's weights-only unpickler.
+    """
+    torch.serialization.add_safe_globals(mmengine_checkpoint_globals())
+
+
+def setup_cpu_distributed(cfg: Any, launcher: str) -> None:
+    """Make a torchrun launch work without GPUs; leave the GPU path (NCCL) untouched.
+
+    mmengine 0.10.7 under torchrun calls `torch.cuda.set_device` (fails without a GPU), wraps
+    the model in DDP with `device_ids=[LOCAL_RANK]` (ValueError for CPU modules) and defaults to
+    NCCL. Without CUDA we start the process group ourselves with gloo (mmengine then skips its
+    own init) and build DDP with `device_ids=None`.
+    """
+    if launcher == 'none' or torch.cuda.is_available():
+        return
+    if launcher != 'pytorch':
+        raise ValueError(f'--launcher {launcher} needs GPUs; without GPUs use '
+                         'tools/dist_train.sh (torchrun, --launcher pytorch)')
+    dist_cfg = cfg.env_cfg.setdefault('dist_cfg', {})
+    dist_cfg['backend'] = 'gloo'
+    timeout = datetime.timedelta(seconds=dist_cfg.get('timeout', 1800))
+    if not torch_dist.is_initialized():
+        torch_dist.init_process_group(backend='gloo', timeout=timeout,
+                                      rank=int(os.environ['RANK']),
+                                      world_size=int(os.environ['WORLD_SIZE']))
+    wrapper = dict(cfg.get('model_wrapper_cfg') or {})
+    wrapper.setdefault('type', 'MMDistributedDataParallel')
+    wrapper.setdefault('broadcast_buffers', False)
+    wrapper['device_ids'] = None
+    cfg.model_wrapper_cfg = wrapper

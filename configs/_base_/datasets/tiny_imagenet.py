@@ -1,0 +1,13 @@
+# Tiny-ImageNet-200 as the official zip unpacks (tools/prepare_data.py tiny --root data).
+# The authors upsample the 64-px images to 224 with RandomResizedCrop(224, scale 0.2-1) and keep
+# the ImageNet-stem ResNet. batch_size is per process: 64 x 2 GPUs = the paper's 128.
+train_dataloader = dict(
+    batch_size=64,
+    num_workers=4,
+    persistent_workers=True,
+    drop_last=True,  # MixCo pairs the two halves of every batch: keep batches full and even
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='TinyImageNet', data_root='data/tiny-imagenet-200', split='train',
+                 input_size=224, view='mocov2'),
+)

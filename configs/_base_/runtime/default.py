@@ -1,0 +1,24 @@
+# Runtime shared by every run: hooks, logging, seeding, distributed backend.
+custom_imports = dict(imports=['methods', 'benchmark.datasets'], allow_failed_imports=False)
+
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=50),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_last=True),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+)
+env_cfg = dict(
+    cudnn_benchmark=False,
+    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+    # NCCL on GPUs; tools/train.py switches to gloo when the processes have no GPU.
+    dist_cfg=dict(backend='nccl'),
+)
+log_processor = dict(window_size=50, by_epoch=True)
+log_level = 'INFO'
+vis_backends = [dict(type='LocalVisBackend')]
+visualizer = dict(type='Visualizer', vis_backends=vis_backends)
+# diff_rank_seed: each process draws its own augmentations and MixCo lambdas (seed + rank).
+randomness = dict(seed=0, diff_rank_seed=True, deterministic=False)
+load_from = None
+resume = False

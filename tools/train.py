@@ -1,0 +1,81 @@
+"""Pretrain a model from an mmengine config.
+
+One process:   python tools/train.py configs/mixco_r18_tiny.py
+Several:       tools/dist_train.sh configs/mixco_r18_tiny.py 2   (torchrun; GPUs or CPU processes)
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
+
+from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.registry import DATASETS  # noqa: E402
+from mmengine.runner import Runner  # noqa: E402
+
+import benchmark.datasets  # noqa: E402,F401  registers the datasets
+import methods  # noqa: E402,F401  registers the models
+from benchmark.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
+from benchmark.datasets import DataRootError  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', help='config file, e.g. configs/mixco_r18_tiny.py')
+    parser.add_argument('--work-dir', help='where checkpoints and logs go '
+                        '(default: work_dirs/<config name>)')
+    parser.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
+                        help='resume from CKPT, or from the latest checkpoint of the work dir')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                        metavar='KEY=VALUE', help='override config keys, e.g. '
+                        'train_dataloader.batch_size=32 train_cfg.max_epochs=1')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
+    parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
+    return parser.parse_args(argv)
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """The config with command-line overrides applied, work dir, launcher and resume set."""
+    if not osp.isfile(args.config):
+        raise FileNotFoundError(f'config {args.config} not found; see configs/ for the list')
+    cfg = Config.fromfile(args.config)
+    cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir:
+        cfg.work_dir = args.work_dir
+    elif not cfg.get('work_dir'):
+        cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg.launcher = args.launcher
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume:
+        cfg.resume, cfg.load_from = True, args.resume
+    return cfg
+
+
+def check_data(cfg: Config) -> None:
+    """Fail on a missing or malformed data root before any model or data is built."""
+    dataset = cfg.train_dataloader.dataset
+    DATASETS.get(dataset.type).check_root(dataset.get('data_root', ''), dataset.get('split', 'train'))
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    allow_mmengine_checkpoints()
+    try:
+        cfg = load_config(args)
+        check_data(cfg)
+        setup_cpu_distributed(cfg, args.launcher)
+        runner = Runner.from_cfg(cfg)
+    except (DataRootError, FileNotFoundError, ValueError, TypeError, KeyError) as err:
+        if args.debug:
+            raise
+        if os.environ.get('RANK', '0') == '0':
+            print(f'error: {args.config}: {err}', file=sys.stderr)
+        return 2
+    runner.train()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
