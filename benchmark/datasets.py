@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 from mmengine.registry import DATASETS
@@ -50,7 +50,7 @@ class _ImageDataset(Dataset):
     classes: List[str]
     targets: List[int]
 
-    def __init__(self, input_size: int, view: Optional[str]) -> None:
+    def __init__(self, input_size: int, view: Optional[Union[str, dict]]) -> None:
         # view=None returns the decoded PIL image, which tests and feature dumps want; a
         # module-level function rather than a lambda keeps the dataset picklable for workers.
         self.transform: Callable = _identity if view is None else build_view(view, input_size)
@@ -90,7 +90,7 @@ class TinyImageNet(_ImageDataset):
     EXPECTED = 'expected wnids.txt, train/<wnid>/images/, val/images/, val/val_annotations.txt'
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[str] = 'mocov2') -> None:
+                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
         super().__init__(input_size, view)
         self.classes, self.samples = self._index(data_root, split)
         self.targets = [label for _, label in self.samples]
@@ -192,7 +192,7 @@ class CIFAR10(_ImageDataset):
     KIND = 'cifar10'
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[str] = 'mocov2') -> None:
+                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
         super().__init__(input_size, view)
         root, files = self._resolve(data_root, split)
         entries = [self._read(data_root, root / name) for name in files]
@@ -286,7 +286,7 @@ class ImageFolderDataset(_ImageDataset):
     """
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[str] = 'mocov2') -> None:
+                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
         super().__init__(input_size, view)
         self.classes, self.samples = self._index(data_root, split)
         self.targets = [label for _, label in self.samples]
@@ -342,7 +342,7 @@ class Digits(_ImageDataset):
     """
 
     def __init__(self, data_root: str = '', split: str = 'train', input_size: int = 224,
-                 view: Optional[str] = 'mocov2') -> None:
+                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
 

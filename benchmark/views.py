@@ -25,14 +25,16 @@ def _to_tensor(normalize: Optional[Dict[str, List[float]]]) -> List[Callable]:
 
 
 def build_view(
-    name: str,
+    name: str | dict,
     input_size: int,
     normalize: Optional[Dict[str, List[float]]] = IMAGENET_NORMALIZE,
 ) -> Callable:
     """Build a view preset.
 
     Args:
-        name: One of ``VIEW_NAMES``:
+        name: One of ``VIEW_NAMES``, or a dict ``dict(name=..., **overrides)`` whose overrides
+            go to the lightly transform of a contrastive preset (e.g. ``min_scale``,
+            ``hf_prob``); the presets themselves stay the papers' settings. Names:
             ``'mocov2'``: lightly's MoCoV2Transform (MoCo-v2 defaults: crop scale
             0.2-1, jitter 0.4/0.4/0.4/0.1 p=0.8, grayscale 0.2, blur 0.5, flip),
             two views. ``'simclr'``: lightly's SimCLRTransform, two views.
@@ -48,10 +50,16 @@ def build_view(
     Raises:
         ValueError: If ``name`` is not a preset.
     """
+    overrides: dict = {}
+    if isinstance(name, dict):
+        overrides = dict(name)
+        name = overrides.pop('name', None)
+        if overrides and name not in ('mocov2', 'simclr'):
+            raise ValueError(f'view {name!r} takes no overrides; only mocov2 and simclr do')
     if name == 'mocov2':
-        return MoCoV2Transform(input_size=input_size, normalize=normalize)
+        return MoCoV2Transform(input_size=input_size, normalize=normalize, **overrides)
     if name == 'simclr':
-        return SimCLRTransform(input_size=input_size, normalize=normalize)
+        return SimCLRTransform(input_size=input_size, normalize=normalize, **overrides)
     if name == 'linear_train':
         return T.Compose([T.RandomResizedCrop(input_size), T.RandomHorizontalFlip(),
                           *_to_tensor(normalize)])

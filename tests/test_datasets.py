@@ -245,3 +245,15 @@ def test_prepare_data_check(tiny, tmp_path):
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: dataset root ')
     assert 'tools/prepare_data.py tiny --root' in lines[0]
+
+
+def test_view_overrides_reach_the_lightly_transform():
+    """dict(name=..., **overrides) changes the transform; the preset name keeps the defaults."""
+    image = Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8)).convert('RGB')
+    torch.manual_seed(0)
+    no_flip = build_view(dict(name='mocov2', hf_prob=0.0, min_scale=1.0, cj_prob=0.0,
+                              random_gray_scale=0.0, gaussian_blur=0.0), 8, normalize=None)
+    a, b = no_flip(image)
+    assert torch.equal(a, b)  # nothing random is left, so both views are the plain image
+    with pytest.raises(ValueError, match='takes no overrides'):
+        build_view(dict(name='test', hf_prob=0.0), 8)

@@ -70,3 +70,19 @@ def test_missing_data_root_is_one_line_error(tmp_path, subprocess_env):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error:'), proc.stderr
     assert str(missing) in lines[0] and 'prepare_data.py' in lines[0]
+
+
+@pytest.mark.parametrize('option, words', [
+    ('train_dataloader.dataset.view=bogus', 'unknown view'),
+    ('model.temperature=-1', 'temperature must be > 0'),
+    ('model.mix_pairing=random', 'mix_pairing'),
+    ('model.key_momentum=1.5', 'key_momentum'),
+])
+def test_bad_option_is_one_line_error(option, words, subprocess_env):
+    """A bad value fails before training with one line naming it, exit code 2."""
+    proc = subprocess.run([sys.executable, 'tools/train.py', 'configs/mixco_r18_digits.py',
+                           '--cfg-options', option, 'model.queue_size=64'],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error:') and words in lines[0], proc.stderr

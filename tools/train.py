@@ -18,6 +18,7 @@ import benchmark.datasets  # noqa: E402,F401  registers the datasets
 import methods  # noqa: E402,F401  registers the models
 from benchmark.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.datasets import DataRootError  # noqa: E402
+from benchmark.views import build_view  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -56,7 +57,10 @@ def load_config(args: argparse.Namespace) -> Config:
 def check_data(cfg: Config) -> None:
     """Fail on a missing or malformed data root before any model or data is built."""
     dataset = cfg.train_dataloader.dataset
+    if DATASETS.get(dataset.type) is None:
+        raise ValueError(f'train_dataloader.dataset.type: unknown dataset {dataset.type!r}')
     DATASETS.get(dataset.type).check_root(dataset.get('data_root', ''), dataset.get('split', 'train'))
+    build_view(dataset.get('view', 'mocov2'), dataset.get('input_size', 224))
 
 
 def main(argv=None) -> int:
