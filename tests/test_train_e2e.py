@@ -29,7 +29,8 @@ def test_dist_train_two_cpu_processes(tmp_path, fake_tiny, free_port, subprocess
     work_dir = tmp_path / 'work_dirs' / 'mixco_r18_tiny'
     cmd = ['bash', str(ROOT / 'tools/dist_train.sh'), 'configs/mixco_r18_tiny.py', '2',
            '--cfg-options', f'train_dataloader.dataset.data_root={fake_tiny}',
-           f'work_dir={work_dir}', 'default_hooks.logger.interval=1', *TINY]
+           f'work_dir={work_dir}', 'default_hooks.logger.interval=1', *TINY,
+           '--results-dir', str(tmp_path / 'results')]
     env = dict(subprocess_env, PORT=str(free_port), PYTHON=sys.executable)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -37,13 +38,19 @@ def test_dist_train_two_cpu_processes(tmp_path, fake_tiny, free_port, subprocess
     rows = [r for r in logged_scalars(work_dir) if 'loss' in r]
     assert rows and all(math.isfinite(r[k]) for r in rows for k in ('loss', 'loss_inst', 'loss_mix'))
     assert 'Distributed training: True' in proc.stdout + proc.stderr
+    records = list((tmp_path / 'results' / 'runs').glob('*.json'))
+    assert len(records) == 1  # rank 0 alone writes the end-of-training evaluation
+    record = json.loads(records[0].read_text())
+    assert (record['method'], record['world_size'], record['total_batch']) == ('mixco', 2, 16)
+    assert set(record['protocols']) == {'knn', 'linear_fast', 'cluster', 'cluster_tsne'}
+    assert (records[0].with_suffix('') / 'tsne.png').is_file()
 
 
 @pytest.mark.slow
 def test_train_then_resume_loads_weights_only(tmp_path, fake_tiny, subprocess_env):
     """One process trains an epoch, then --resume continues from the checkpoint (mmengine#1655)."""
     base = [sys.executable, 'tools/train.py', 'configs/mocov2_r18_tiny.py', '--work-dir',
-            str(tmp_path), '--cfg-options', f'train_dataloader.dataset.data_root={fake_tiny}',
+            str(tmp_path), '--no-eval', '--cfg-options', f'train_dataloader.dataset.data_root={fake_tiny}',
             *TINY]
     first = subprocess.run(base, cwd=ROOT, env=subprocess_env, capture_output=True, text=True,
                            timeout=600)

@@ -18,6 +18,9 @@ import benchmark.datasets  # noqa: E402,F401  registers the datasets
 import methods  # noqa: E402,F401  registers the models
 from benchmark.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.datasets import DataRootError  # noqa: E402
+from benchmark.evaluation import (describe_run, eval_dataset_cfg, evaluate_backbone,  # noqa: E402
+                                  record_evaluation)
+from benchmark.hooks import RunInfoHook  # noqa: E402
 from benchmark.views import build_view  # noqa: E402
 
 
@@ -32,6 +35,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         metavar='KEY=VALUE', help='override config keys, e.g. '
                         'train_dataloader.batch_size=32 train_cfg.max_epochs=1')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
+    parser.add_argument('--no-eval', action='store_true',
+                        help='skip the kNN / fast linear / cluster report after training')
+    parser.add_argument('--results-dir', default='results', help='evaluation records go to DIR/runs/')
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
 
@@ -78,7 +84,30 @@ def main(argv=None) -> int:
             print(f'error: {args.config}: {err}', file=sys.stderr)
         return 2
     runner.train()
+    if not args.no_eval:
+        evaluate_run(runner, cfg, args.results_dir)
     return 0
+
+
+TRAIN_PROTOCOLS = ('knn', 'linear_fast', 'cluster', 'tsne')
+
+
+def evaluate_run(runner: Runner, cfg: Config, results_dir: str) -> None:
+    """Default protocols on the pretraining data's splits; rank 0 writes the record."""
+    model = runner.model.module if hasattr(runner.model, 'module') else runner.model
+    hook = next(h for h in runner.hooks if isinstance(h, RunInfoHook))
+    run = describe_run(cfg, dict(hook.info(runner), epoch=runner.epoch))
+    figure = osp.join(cfg.work_dir, 'tsne.png')
+    protocols = evaluate_backbone(model.backbone, eval_dataset_cfg(cfg), TRAIN_PROTOCOLS,
+                                  seed=run['seed'],
+                                  figure_path=figure, title=f"{run['method']} {run['backbone']}")
+    if protocols is None:
+        return
+    last = osp.join(cfg.work_dir, f'epoch_{runner.epoch}.pth')
+    path = record_evaluation(protocols, run, run['pretrain_data'], results_dir,
+                             last if osp.isfile(last) else None, cfg.pretty_text,
+                             extra=dict(memory_kind=hook.info(runner)['memory_kind']))
+    runner.logger.info(f'evaluation record: {path}')
 
 
 if __name__ == '__main__':

@@ -1,5 +1,6 @@
 # Runtime shared by every run: hooks, logging, seeding, distributed backend.
-custom_imports = dict(imports=['methods', 'benchmark.datasets'], allow_failed_imports=False)
+custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.hooks'],
+                      allow_failed_imports=False)
 
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
@@ -8,6 +9,8 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_last=True),
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
+# RunInfoHook stores world size, time per epoch and peak memory in checkpoint meta.
+custom_hooks = [dict(type='RunInfoHook')]
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),

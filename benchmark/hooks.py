@@ -1,0 +1,53 @@
+"""mmengine hooks of the suite."""
+import resource
+import time
+from typing import List, Optional
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+def peak_memory_gb() -> tuple:
+    """(peak memory in GB, what was measured): CUDA allocations, else the process's max RSS."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 1024**3, 'cuda-max-allocated'
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 'cpu-max-rss'
+
+
+@HOOKS.register_module()
+class RunInfoHook(Hook):
+    """Store what a results record needs in every checkpoint's meta.
+
+    world size, total batch, mean wall time per training epoch and peak memory: mmengine keeps
+    none of them, and an evaluation of the checkpoint later must still report them.
+    """
+
+    priority = 'HIGH'  # before CheckpointHook (VERY_LOW) saves at the end of an epoch
+
+    def __init__(self) -> None:
+        self.epoch_seconds: List[float] = []
+        self._start: Optional[float] = None
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        self.epoch_seconds = list(checkpoint.get('meta', {}).get('epoch_seconds', []))
+
+    def before_train_epoch(self, runner) -> None:
+        self._start = time.perf_counter()
+
+    def after_train_epoch(self, runner) -> None:
+        if self._start is not None:
+            self.epoch_seconds.append(time.perf_counter() - self._start)
+
+    def info(self, runner) -> dict:
+        """The run's facts as stored in checkpoint meta."""
+        memory, kind = peak_memory_gb()
+        times = self.epoch_seconds
+        return dict(world_size=runner.world_size,
+                    total_batch=runner.world_size * runner.train_dataloader.batch_size,
+                    epoch_seconds=list(times),
+                    time_s_per_epoch=sum(times) / len(times) if times else None,
+                    peak_memory_gb=memory, memory_kind=kind)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        checkpoint.setdefault('meta', {}).update(self.info(runner))

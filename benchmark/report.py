@@ -1,0 +1,336 @@
+"""Result records: one JSON file per evaluation under ``results/runs/``, the source of truth.
+
+Tables (``tools/leaderboard.py``) are generated from these records and never edited by hand.
+A record is written once and never overwritten: ``write_record`` creates the final name with a
+hard link (or ``O_EXCL``), so concurrent writers cannot clobber each other and readers never see
+a half-written file.
+
+Metric conventions: accuracies (``top1``, ``top5``) in percent; a metric that could not be
+computed is the string ``'NA(<reason>)'`` (NaN/inf become ``'NA(nan)'`` etc., since JSON has no
+NaN).
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+SCHEMA = 1
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOLS = ('knn', 'linear_fast', 'linear_paper', 'cluster', 'cluster_tsne', 'supervised')
+STATUSES = ('ok', 'diverged', 'failed')
+REQUIRED_FIELDS = ('schema', 'id', 'created', 'method', 'backbone', 'pretrain_data',
+                   'pretrain_epochs', 'eval_data', 'protocols', 'seed', 'world_size',
+                   'total_batch', 'time_s_per_epoch', 'peak_memory_gb', 'config', 'checkpoint',
+                   'config_sha256', 'status', 'extra', 'versions', 'git', 'host')
+# Distribution names to try for each reported package (faiss ships under several names).
+PACKAGES = {'python': (), 'torch': ('torch',), 'torchvision': ('torchvision',),
+            'mmengine': ('mmengine',), 'lightly': ('lightly',),
+            'faiss': ('faiss-cpu', 'faiss-gpu-cu12', 'faiss-gpu', 'faiss'),
+            'sklearn': ('scikit-learn',), 'numpy': ('numpy',)}
+_NA = re.compile(r'^NA\(.*\)$')
+
+
+def _metric_value(protocol: str, name: str, value: Any) -> Any:
+    """A float, or an ``'NA(<reason>)'`` string; non-finite floats become NA strings."""
+    if isinstance(value, str):
+        if not _NA.match(value):
+            raise ValueError(f"record: metric {protocol}.{name} is the string {value!r}; "
+                             "use a number or 'NA(<reason>)'")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:  # numpy / torch scalars
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f'record: metric {protocol}.{name} must be a number or '
+                             f"'NA(<reason>)', got {type(value).__name__}") from None
+    value = float(value)
+    return value if math.isfinite(value) else f'NA({value})'
+
+
+def _json_default(obj: Any) -> Any:
+    """numpy/torch scalars and arrays, paths and sets as plain JSON values."""
+    if hasattr(obj, 'tolist'):
+        return obj.tolist()
+    if isinstance(obj, (os.PathLike, set, frozenset, tuple)):
+        return os.fspath(obj) if isinstance(obj, os.PathLike) else list(obj)
+    raise TypeError(f'{type(obj).__name__} is not JSON-serialisable')
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A JSON round trip of ``value``: what the record file will hold, or a one-line error."""
+    try:
+        return json.loads(json.dumps(value, default=_json_default, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f'record: {name} cannot be stored as JSON ({err})') from None
+
+
+def _check_protocols(protocols: dict) -> Dict[str, dict]:
+    """Validate ``{name: {'settings': {...}, 'metrics': {...}}}``; return a normalised copy."""
+    if not isinstance(protocols, dict) or not protocols:
+        raise ValueError('record: protocols must be a non-empty dict {name: {settings, metrics}}')
+    checked = {}
+    for name, entry in protocols.items():
+        if name not in PROTOCOLS:
+            hint = ' (linear_paper or linear_fast?)' if name == 'linear' else ''
+            raise ValueError(f'record: unknown protocol {name!r}{hint}; one of {PROTOCOLS}')
+        if not isinstance(entry, dict) or not isinstance(entry.get('metrics'), dict):
+            raise ValueError(f"record: protocol {name} needs {{'settings': {{}}, 'metrics': {{}}}}")
+        settings = entry.get('settings') or {}
+        metrics = {k: _metric_value(name, k, v) for k, v in entry['metrics'].items()}
+        checked[name] = {'settings': _plain(f'{name} settings', dict(settings)),
+                         'metrics': metrics}
+    return checked
+
+
+def package_versions() -> Dict[str, Optional[str]]:
+    """Versions of python and the packages results depend on; None where not installed."""
+    versions: Dict[str, Optional[str]] = {'python': platform.python_version()}
+    for key, dists in PACKAGES.items():
+        for dist in dists:
+            try:
+                versions[key] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                versions[key] = None
+    return versions
+
+
+def _git(*args: str) -> Optional[bytes]:
+    """Output of a read-only git command in the repository root, or None if git fails."""
+    try:  # --no-optional-locks: concurrent writers must not fight over .git/index.lock
+        proc = subprocess.run(['git', '--no-optional-locks', *args], cwd=ROOT,
+                              capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_state() -> Dict[str, Any]:
+    """``{'commit', 'dirty', 'diff_sha256'}`` of the checkout; None values outside git.
+
+    ``diff_sha256`` hashes ``git diff HEAD`` and the untracked (not ignored) files, so two runs
+    with the same commit and hash ran the same code.
+    """
+    commit = _git('rev-parse', 'HEAD')
+    status = _git('status', '--porcelain')
+    diff = _git('diff', 'HEAD', '--binary')
+    untracked = _git('ls-files', '-z', '--others', '--exclude-standard')
+    if None in (commit, status, diff, untracked):
+        return {'commit': None, 'dirty': None, 'diff_sha256': None}
+    digest = hashlib.sha256(diff)
+    for name in sorted(filter(None, untracked.split(b'\0'))):  # new files are part of the state
+        digest.update(b'\0' + name + b'\0')
+        try:
+            digest.update((ROOT / os.fsdecode(name)).read_bytes())
+        except OSError:
+            pass
+    return {'commit': commit.decode().strip(), 'dirty': bool(status.strip()),
+            'diff_sha256': digest.hexdigest()}
+
+
+def host_info() -> Dict[str, str]:
+    """The machine's name and the device evaluations ran on (``cuda:<name>`` or ``cpu``)."""
+    device = 'cpu'
+    torch = sys.modules.get('torch')
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+    if torch is not None and torch.cuda.is_available():
+        device = f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
+    return {'node': platform.node(), 'device': device}
+
+
+def new_id(method: str, now: datetime.datetime) -> str:
+    """A unique, file-name-safe record id: UTC timestamp, method and a random suffix."""
+    safe = re.sub(r'[^A-Za-z0-9_.-]+', '-', method).strip('.-') or 'method'
+    return f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{safe}-{uuid.uuid4().hex[:8]}"
+
+
+def _check_fields(method: str, backbone: str, pretrain_data: str, eval_data: str, status: str,
+                  ints: Dict[str, Any]) -> None:
+    """Raise a one-line ValueError for an empty name, a bad status or a non-integer count."""
+    for name, value in (('method', method), ('backbone', backbone),
+                        ('pretrain_data', pretrain_data), ('eval_data', eval_data)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f'record: {name} must be a non-empty string, got {value!r}')
+    if status not in STATUSES:
+        raise ValueError(f'record: status {status!r} is not one of {STATUSES}')
+    for name, value in ints.items():
+        unknown_ok = name in ('world_size', 'total_batch') and value is None
+        if not unknown_ok and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f'record: {name} must be an int, got {value!r}')
+
+
+def _optional_float(name: str, value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return None
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f'record: {name} must be finite or None, got {value}')
+    return value
+
+
+def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epochs: int,
+                 eval_data: str, protocols: dict, seed: int, world_size: Optional[int],
+                 total_batch: Optional[int],
+                 time_s_per_epoch: Optional[float] = None,
+                 peak_memory_gb: Optional[float] = None, config: Optional[str] = None,
+                 checkpoint: Optional[str] = None, config_text: Optional[str] = None,
+                 status: str = 'ok', extra: Optional[dict] = None) -> Dict[str, Any]:
+    """A validated result record with id, timestamp, versions, git state and host added.
+
+    Args:
+        method: 'mocov2', 'mixco' (MixCo on MoCo-v2), 'simclr', 'mixco_simclr', 'supervised',
+            'random_init', or an external method's name.
+        backbone: E.g. 'resnet18'.
+        pretrain_data: E.g. 'tiny-imagenet', 'imagenet', 'digits'.
+        pretrain_epochs: Pretraining epochs of the evaluated checkpoint.
+        eval_data: Dataset of the evaluation, e.g. 'tiny-imagenet', 'cifar10', 'cifar100'.
+        protocols: ``{name: {'settings': {...}, 'metrics': {...}}}``, name in ``PROTOCOLS``;
+            metric values are numbers (accuracies in percent) or ``'NA(<reason>)'``.
+        seed: Pretraining seed.
+        world_size: Number of pretraining processes (None: unknown).
+        total_batch: Pretraining batch summed over processes (None: unknown).
+        time_s_per_epoch: Mean pretraining wall time per epoch in seconds.
+        peak_memory_gb: Peak accelerator memory per process in GB.
+        config: Path of the pretraining config.
+        checkpoint: Path of the evaluated checkpoint.
+        config_text: The config's full text (dumped); only its sha256 is stored.
+        status: 'ok', 'diverged' or 'failed'.
+        extra: Any further JSON-serialisable data.
+
+    Returns:
+        The record (a JSON-serialisable dict with every key of ``REQUIRED_FIELDS``).
+
+    Raises:
+        ValueError: A field has the wrong type or an unknown protocol/status.
+    """
+    ints = dict(pretrain_epochs=pretrain_epochs, seed=seed, world_size=world_size,
+                total_batch=total_batch)
+    _check_fields(method, backbone, pretrain_data, eval_data, status, ints)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    config_sha = (hashlib.sha256(config_text.encode()).hexdigest()
+                  if config_text is not None else None)
+    record = dict(schema=SCHEMA, id=new_id(method, now), created=now.isoformat(),
+                  method=method, backbone=backbone, pretrain_data=pretrain_data,
+                  eval_data=eval_data, protocols=_check_protocols(protocols), **ints,
+                  time_s_per_epoch=_optional_float('time_s_per_epoch', time_s_per_epoch),
+                  peak_memory_gb=_optional_float('peak_memory_gb', peak_memory_gb),
+                  config=config, checkpoint=checkpoint, config_sha256=config_sha,
+                  status=status, extra=_plain('extra', dict(extra or {})),
+                  versions=package_versions(),
+                  git=git_state(), host=host_info())
+    return record
+
+
+def _create_exclusive(tmp: str, final: Path, data: bytes) -> None:
+    """Give the fully written ``tmp`` the name ``final`` unless that name already exists.
+
+    Where the file system has no hard links, ``final`` is created with ``O_EXCL`` and written:
+    still never an overwrite, but a reader may briefly see it incomplete (and skip it).
+    """
+    try:
+        os.link(tmp, final)  # atomic, and fails if final exists: never overwrites
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        pass  # no hard links on this file system: exclusive create instead
+    fd = os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, 'wb') as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_record(record: Dict[str, Any], results_dir: str = 'results') -> Path:
+    """Write ``record`` to ``results_dir/runs/<id>.json`` atomically, never overwriting.
+
+    Args:
+        record: A record from ``build_record``.
+        results_dir: The results folder; ``runs/`` is created inside it if needed.
+
+    Returns:
+        The path of the new file.
+
+    Raises:
+        FileExistsError: A record with this id exists already (it is left unchanged).
+        ValueError: The record has no usable id or is not JSON-serialisable.
+    """
+    rid = record.get('id')
+    if not isinstance(rid, str) or not re.fullmatch(r'[A-Za-z0-9_.-]+', rid) or rid[0] == '.':
+        raise ValueError(f'record: id {rid!r} is not a file-name-safe string; use build_record')
+    runs = Path(results_dir) / 'runs'
+    runs.mkdir(parents=True, exist_ok=True)
+    final = runs / f'{rid}.json'
+    if final.exists():  # cheap early check; the link below is what guarantees it
+        raise FileExistsError(f'record {final} exists already; records are never overwritten')
+    data = (json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + '\n').encode()
+    fd, tmp = tempfile.mkstemp(dir=runs, prefix=f'.{rid}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            _create_exclusive(tmp, final, data)
+        except FileExistsError:
+            raise FileExistsError(f'record {final} exists already; records are never '
+                                  'overwritten') from None
+    finally:
+        os.unlink(tmp)
+    return final
+
+
+def _problem(record: Any) -> Optional[str]:
+    """Why ``record`` is not a usable record, or None."""
+    if not isinstance(record, dict):
+        return f'not a JSON object but {type(record).__name__}'
+    missing = [key for key in REQUIRED_FIELDS if key not in record]
+    if missing:
+        return f'missing field(s) {", ".join(missing)}'
+    if record['schema'] != SCHEMA:
+        return f"schema {record['schema']!r} is not {SCHEMA}"
+    if not isinstance(record['created'], str) or not isinstance(record['protocols'], dict):
+        return 'created is not a string or protocols is not an object'
+    if not all(isinstance(entry, dict) and isinstance(entry.get('metrics'), dict)
+               for entry in record['protocols'].values()):
+        return "a protocol has no 'metrics' object"
+    if not isinstance(record['pretrain_epochs'], int) or not isinstance(record['seed'], int):
+        return 'pretrain_epochs or seed is not an integer'
+    return None
+
+
+def load_records(results_dir: str = 'results') -> List[Dict[str, Any]]:
+    """All valid records in ``results_dir/runs/*.json``, oldest first.
+
+    Files that are not valid JSON records are skipped with a one-line warning.
+    """
+    records = []
+    for path in sorted((Path(results_dir) / 'runs').glob('*.json')):
+        try:
+            record = json.loads(path.read_text(encoding='utf-8'))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            warnings.warn(f'skipping {path}: not valid JSON ({err})', stacklevel=2)
+            continue
+        problem = _problem(record)
+        if problem:
+            warnings.warn(f'skipping {path}: {problem}', stacklevel=2)
+            continue
+        records.append(record)
+    return sorted(records, key=lambda r: (r['created'], r['id']))

@@ -1,0 +1,92 @@
+"""Evaluate a checkpoint (ours, the MixCo/MoCo authors', or a torchvision ResNet) and record it.
+
+python tools/eval.py configs/mixco_r18_tiny.py work_dirs/mixco_r18_tiny/epoch_100.pth
+python tools/eval.py configs/mixco_r18_tiny.py CKPT --eval-data cifar10 --data-root data
+python tools/eval.py configs/mixco_r18_digits.py random   # the randomly initialised encoder
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+import tempfile
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
+
+import torch  # noqa: E402
+from mmengine.config import Config, DictAction  # noqa: E402
+
+import benchmark.datasets  # noqa: E402,F401  registers the datasets
+from benchmark.checkpoints import CheckpointMismatchError, load_backbone  # noqa: E402
+from benchmark.compat import allow_mmengine_checkpoints  # noqa: E402
+from benchmark.datasets import DataRootError  # noqa: E402
+from benchmark.evaluation import (DATA_NAMES, describe_run, eval_dataset_cfg,  # noqa: E402
+                                  evaluate_backbone, record_evaluation)
+from benchmark.protocols import PROTOCOLS  # noqa: E402
+from methods import build_resnet  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', help='the pretraining config of the checkpoint')
+    parser.add_argument('checkpoint', help="checkpoint file, or 'random' for a random init")
+    parser.add_argument('--protocols', nargs='+', default=['knn', 'linear_fast', 'cluster', 'tsne'],
+                        choices=PROTOCOLS, metavar='P', help=f'any of {list(PROTOCOLS)}')
+    parser.add_argument('--eval-data', choices=sorted(DATA_NAMES.values()),
+                        help='evaluate on another dataset (transfer); default: the pretraining data')
+    parser.add_argument('--data-root', help='root of the evaluation data')
+    parser.add_argument('--results-dir', default='results', help='records go to DIR/runs/')
+    parser.add_argument('--batch-size', type=int, default=256)
+    parser.add_argument('--num-workers', type=int, default=2)
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
+    return parser.parse_args(argv)
+
+
+def checkpoint_meta(path: str) -> dict:
+    """The meta block of one of our checkpoints ({} for other layouts)."""
+    allow_mmengine_checkpoints()
+    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    return ckpt.get('meta', {}) if isinstance(ckpt, dict) else {}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = Config.fromfile(args.config)
+        cfg.merge_from_dict(args.cfg_options)
+        dataset_cfg = eval_dataset_cfg(cfg, args.eval_data, args.data_root)
+        backbone = build_resnet(**cfg.model.get('backbone', {}))
+        run, meta, layout = describe_run(cfg), {}, 'random-init'
+        if args.checkpoint != 'random':
+            if not osp.isfile(args.checkpoint):
+                raise FileNotFoundError(f'checkpoint {args.checkpoint} not found')
+            layout = load_backbone(backbone, args.checkpoint)
+            meta = checkpoint_meta(args.checkpoint)
+            run = describe_run(cfg, meta)
+            if layout != 'mixco-bench':
+                run['method'] = f"{run['method']} ({layout})"
+        else:
+            run.update(method='random_init', pretrain_epochs=0)
+        eval_data = args.eval_data or run['pretrain_data']
+        figure = osp.join(tempfile.mkdtemp(), 'tsne.png')
+        protocols = evaluate_backbone(backbone, dataset_cfg, args.protocols, args.batch_size,
+                                      args.num_workers, run['seed'], figure,
+                                      f"{run['method']} {run['backbone']} on {eval_data}")
+    except (DataRootError, CheckpointMismatchError, FileNotFoundError, ValueError) as err:
+        if args.debug:
+            raise
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    path = record_evaluation(protocols, run, eval_data, args.results_dir,
+                             None if args.checkpoint == 'random' else args.checkpoint,
+                             cfg.pretty_text, extra=dict(checkpoint_layout=layout,
+                                                         memory_kind=meta.get('memory_kind')))
+    for name, entry in protocols.items():
+        print(f'{name}: ' + ', '.join(f'{k}={v:.2f}' if isinstance(v, float) else f'{k}={v}'
+                                      for k, v in entry['metrics'].items()))
+    print(f'record: {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
