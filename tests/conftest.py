@@ -26,6 +26,7 @@ def fake_tiny(tmp_path_factory) -> str:
 
 @pytest.fixture
 def subprocess_env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
+               WANDB_MODE='disabled')
     env.pop('WANDB_API_KEY', None)
     return env

@@ -31,7 +31,8 @@ def test_dist_train_two_cpu_processes(tmp_path, fake_tiny, free_port, subprocess
            '--cfg-options', f'train_dataloader.dataset.data_root={fake_tiny}',
            f'work_dir={work_dir}', 'default_hooks.logger.interval=1', *TINY,
            '--results-dir', str(tmp_path / 'results')]
-    env = dict(subprocess_env, PORT=str(free_port), PYTHON=sys.executable)
+    env = dict(subprocess_env, PORT=str(free_port), PYTHON=sys.executable, HOME=str(tmp_path))
+    env.pop('WANDB_MODE')  # no credentials in this HOME: wandb must fall back to offline
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (work_dir / 'epoch_1.pth').is_file()
@@ -44,6 +45,12 @@ def test_dist_train_two_cpu_processes(tmp_path, fake_tiny, free_port, subprocess
     assert (record['method'], record['world_size'], record['total_batch']) == ('mixco', 2, 16)
     assert set(record['protocols']) == {'knn', 'linear_fast', 'cluster', 'cluster_tsne'}
     assert (records[0].with_suffix('') / 'tsne.png').is_file()
+    assert proc.stderr.count('wandb has no credentials') == 1
+    tables = list(work_dir.glob('**/wandb/offline-run-*/files/media/table/eval/*.table.json'))
+    assert len(tables) == 1  # the evaluation reached the training's (offline) wandb run
+    logged = json.loads(tables[0].read_text())['data']
+    assert ['mixco', 'resnet18', 'tiny-imagenet', 1, 'tiny-imagenet', 'knn', 'top1',
+            record['protocols']['knn']['metrics']['top1'], ''] in logged
 
 
 @pytest.mark.slow

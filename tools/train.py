@@ -4,13 +4,16 @@ One process:   python tools/train.py configs/mixco_r18_tiny.py
 Several:       tools/dist_train.sh configs/mixco_r18_tiny.py 2   (torchrun; GPUs or CPU processes)
 """
 import argparse
+import json
 import os
 import os.path as osp
 import sys
+from pathlib import Path
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.hooks import Hook  # noqa: E402
 from mmengine.registry import DATASETS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
 
@@ -21,6 +24,7 @@ from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (describe_run, eval_dataset_cfg, evaluate_backbone,  # noqa: E402
                                   record_evaluation)
 from benchmark.hooks import RunInfoHook  # noqa: E402
+from benchmark.tracking import configure_wandb, log_record  # noqa: E402
 from benchmark.views import build_view  # noqa: E402
 
 
@@ -75,6 +79,9 @@ def main(argv=None) -> int:
     try:
         cfg = load_config(args)
         check_data(cfg)
+        warning = configure_wandb(cfg)
+        if warning and os.environ.get('RANK', '0') == '0':
+            print(warning, file=sys.stderr)
         setup_cpu_distributed(cfg, args.launcher)
         runner = Runner.from_cfg(cfg)
     except (DataRootError, FileNotFoundError, ValueError, TypeError, KeyError) as err:
@@ -83,10 +90,21 @@ def main(argv=None) -> int:
         if os.environ.get('RANK', '0') == '0':
             print(f'error: {args.config}: {err}', file=sys.stderr)
         return 2
+    if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
+        runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir)),
+                             priority='LOWEST')
     runner.train()
-    if not args.no_eval:
-        evaluate_run(runner, cfg, args.results_dir)
     return 0
+
+
+class AfterTrain(Hook):
+    """Call a function once training has ended, before the loggers close."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def after_train(self, runner) -> None:
+        self.fn(runner)
 
 
 TRAIN_PROTOCOLS = ('knn', 'linear_fast', 'cluster', 'tsne')
@@ -108,6 +126,7 @@ def evaluate_run(runner: Runner, cfg: Config, results_dir: str) -> None:
                              last if osp.isfile(last) else None, cfg.pretty_text,
                              extra=dict(memory_kind=hook.info(runner)['memory_kind']))
     runner.logger.info(f'evaluation record: {path}')
+    log_record(runner.visualizer, json.loads(Path(path).read_text()))
 
 
 if __name__ == '__main__':

@@ -19,7 +19,9 @@ env_cfg = dict(
 )
 log_processor = dict(window_size=50, by_epoch=True)
 log_level = 'INFO'
-vis_backends = [dict(type='LocalVisBackend')]
+# wandb: online with credentials (WANDB_API_KEY / `wandb login`), else offline under the work
+# dir with one warning (tools/train.py decides; WANDB_MODE=disabled turns it off).
+vis_backends = [dict(type='LocalVisBackend'), dict(type='WandbVisBackend')]
 visualizer = dict(type='Visualizer', vis_backends=vis_backends)
 # diff_rank_seed: each process draws its own augmentations and MixCo lambdas (seed + rank).
 randomness = dict(seed=0, diff_rank_seed=True, deterministic=False)

@@ -1,0 +1,79 @@
+"""wandb through mmengine's WandbVisBackend: online with credentials, offline without.
+
+Training and the results/ records never depend on wandb: without credentials the run logs
+offline (one warning line; `wandb sync` uploads it later), and evaluation metrics reach the
+same wandb run as the training curves when a wandb backend is configured.
+"""
+import netrc
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+WANDB_BACKEND = 'WandbVisBackend'
+
+
+def has_wandb_credentials() -> bool:
+    """An API key in the environment or a `wandb login` entry in ~/.netrc."""
+    if os.environ.get('WANDB_API_KEY'):
+        return True
+    try:
+        return netrc.netrc().authenticators('api.wandb.ai') is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def wandb_mode() -> Tuple[str, Optional[str]]:
+    """(mode, warning): WANDB_MODE wins; no credentials means offline with one warning."""
+    mode = os.environ.get('WANDB_MODE')
+    if mode:
+        return mode, None
+    if has_wandb_credentials():
+        return 'online', None
+    return 'offline', ('warning: wandb has no credentials (WANDB_API_KEY or `wandb login`); '
+                       'logging offline under the work dir, upload later with `wandb sync`')
+
+
+def configure_wandb(cfg: Any) -> Optional[str]:
+    """Set mode, project and run name of every wandb backend in `cfg`; return the warning."""
+    backends = [b for b in cfg.get('visualizer', {}).get('vis_backends', [])
+                if b.get('type') == WANDB_BACKEND]
+    if not backends:
+        return None
+    mode, warning = wandb_mode()
+    name = os.path.basename(os.path.normpath(cfg.work_dir))
+    for backend in backends:
+        kwargs = dict(backend.get('init_kwargs') or {})
+        kwargs.setdefault('mode', mode)
+        kwargs.setdefault('project', 'mixco-bench')
+        kwargs.setdefault('name', name)
+        backend['init_kwargs'] = kwargs
+    return warning
+
+
+def record_rows(record: Dict[str, Any]) -> List[list]:
+    """One row per metric of a record: the run's leaderboard entries in long form."""
+    keys = [record[k] for k in ('method', 'backbone', 'pretrain_data', 'pretrain_epochs',
+                                'eval_data')]
+    return [keys + [protocol, name, value if isinstance(value, (int, float)) else None,
+                    value if isinstance(value, str) else '']
+            for protocol, entry in sorted(record['protocols'].items())
+            for name, value in sorted(entry['metrics'].items())]
+
+
+ROW_COLUMNS = ['method', 'backbone', 'pretrain_data', 'pretrain_epochs', 'eval_data',
+               'protocol', 'metric', 'value', 'na_reason']
+
+
+def log_record(visualizer: Any, record: Dict[str, Any]) -> bool:
+    """Put the record's metrics in the wandb run's summary and a table; False if no wandb."""
+    try:
+        backend = visualizer.get_backend(WANDB_BACKEND)
+    except (AttributeError, KeyError):
+        return False
+    if backend is None:
+        return False
+    wandb = backend.experiment  # mmengine hands out the wandb module with its run started
+    rows = record_rows(record)
+    wandb.run.summary.update({f'eval/{r[5]}/{r[6]}': r[7] for r in rows if r[7] is not None})
+    wandb.run.summary['eval/record_id'] = record['id']
+    wandb.log({'eval/results': wandb.Table(columns=ROW_COLUMNS, data=rows)})
+    return True
