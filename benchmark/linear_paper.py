@@ -8,6 +8,7 @@ picking it looks at the test labels.
 """
 import os
 import os.path as osp
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -36,6 +37,14 @@ def default_linear_config(eval_data: str) -> str:
     return str(CONFIG_DIR / f'linear_r18_{CONFIG_SUFFIX[eval_data]}.py')
 
 
+def linear_work_dir(pretrain_config: str, checkpoint: str, eval_config: str) -> str:
+    """work_dirs/<pretraining config>/<linear config>_<checkpoint file>, e.g.
+    work_dirs/mixco_r18_tiny/linear_r18_tiny_epoch_100 ('random' for a random init)."""
+    def stem(path: str) -> str:
+        return osp.splitext(osp.basename(path))[0]
+    return osp.join('work_dirs', stem(pretrain_config), f'{stem(eval_config)}_{stem(checkpoint)}')
+
+
 class ValHistory(Hook):
     """Keep (epoch, metrics) of every validation of the run."""
 
@@ -55,8 +64,8 @@ def load_linear_config(eval_config: str, checkpoint: Optional[str], backbone: di
                        cfg_options: Optional[dict] = None) -> Config:
     """The eval config with encoder, data root, work dir and overrides applied, data checked.
 
-    The val split is always read from the train split's data root (both live in one folder for
-    every dataset), so setting `train_dataloader.dataset.data_root` is enough.
+    The val split always takes the train split's data root (both live in one folder for every
+    dataset) and input size, so overriding `train_dataloader.dataset.*` is enough.
     """
     if not osp.isfile(eval_config):
         raise FileNotFoundError(f'linear config {eval_config} not found; see configs/eval/')
@@ -68,7 +77,8 @@ def load_linear_config(eval_config: str, checkpoint: Optional[str], backbone: di
     if data_root is not None:
         cfg.train_dataloader.dataset.data_root = data_root
     cfg.merge_from_dict(cfg_options or {})
-    cfg.val_dataloader.dataset.data_root = cfg.train_dataloader.dataset.data_root
+    for key in ('data_root', 'input_size'):
+        cfg.val_dataloader.dataset[key] = cfg.train_dataloader.dataset[key]
     cfg.work_dir = work_dir
     for loader in (cfg.train_dataloader, cfg.val_dataloader):
         DATASETS.get(loader.dataset.type).check_root(loader.dataset.data_root,
@@ -100,7 +110,9 @@ def run_linear_paper(eval_config: str, checkpoint: Optional[str], backbone: dict
     cfg = load_linear_config(eval_config, checkpoint, backbone, data_root, work_dir, cfg_options)
     # Under torchrun (WORLD_SIZE > 1) the same CPU-process fix as tools/train.py.
     cfg.launcher = 'pytorch' if int(os.environ.get('WORLD_SIZE', '1')) > 1 else 'none'
-    configure_wandb(cfg)
+    warning = configure_wandb(cfg)
+    if warning and os.environ.get('RANK', '0') == '0':
+        print(warning, file=sys.stderr)
     setup_cpu_distributed(cfg, cfg.launcher)
     runner = Runner.from_cfg(cfg)
     history = ValHistory()

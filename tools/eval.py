@@ -21,6 +21,8 @@ from benchmark.compat import allow_mmengine_checkpoints  # noqa: E402
 from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (DATA_NAMES, describe_run, eval_dataset_cfg,  # noqa: E402
                                   evaluate_backbone, record_evaluation)
+from benchmark.linear_paper import (default_linear_config, linear_work_dir,  # noqa: E402
+                                    run_linear_paper)
 from benchmark.protocols import PROTOCOLS  # noqa: E402
 from methods import build_resnet  # noqa: E402
 
@@ -30,7 +32,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('config', help='the pretraining config of the checkpoint')
     parser.add_argument('checkpoint', help="checkpoint file, or 'random' for a random init")
     parser.add_argument('--protocols', nargs='+', default=['knn', 'linear_fast', 'cluster', 'tsne'],
-                        choices=PROTOCOLS, metavar='P', help=f'any of {list(PROTOCOLS)}')
+                        choices=(*PROTOCOLS, 'linear_paper'), metavar='P',
+                        help=f"any of {[*PROTOCOLS, 'linear_paper']}")
+    parser.add_argument('--linear-config', help='config of the linear_paper protocol '
+                        '(default: configs/eval/linear_r18_<eval data>.py)')
     parser.add_argument('--eval-data', choices=sorted(DATA_NAMES.values()),
                         help='evaluate on another dataset (transfer); default: the pretraining data')
     parser.add_argument('--data-root', help='root of the evaluation data')
@@ -69,9 +74,17 @@ def main(argv=None) -> int:
             run.update(method='random_init', pretrain_epochs=0)
         eval_data = args.eval_data or run['pretrain_data']
         figure = osp.join(tempfile.mkdtemp(), 'tsne.png')
-        protocols = evaluate_backbone(backbone, dataset_cfg, args.protocols, args.batch_size,
+        feature_protocols = [p for p in args.protocols if p in PROTOCOLS]
+        protocols = evaluate_backbone(backbone, dataset_cfg, feature_protocols, args.batch_size,
                                       args.num_workers, run['seed'], figure,
-                                      f"{run['method']} {run['backbone']} on {eval_data}")
+                                      f"{run['method']} {run['backbone']} on {eval_data}"
+                                      ) if feature_protocols else {}
+        if 'linear_paper' in args.protocols:
+            linear_cfg = args.linear_config or default_linear_config(eval_data)
+            protocols['linear_paper'] = run_linear_paper(
+                linear_cfg, None if args.checkpoint == 'random' else args.checkpoint,
+                dict(cfg.model.get('backbone', {})), dataset_cfg['data_root'],
+                linear_work_dir(args.config, args.checkpoint, linear_cfg))
     except (DataRootError, CheckpointMismatchError, FileNotFoundError, ValueError) as err:
         if args.debug:
             raise

@@ -24,6 +24,7 @@ from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (describe_run, eval_dataset_cfg, evaluate_backbone,  # noqa: E402
                                   record_evaluation)
 from benchmark.hooks import RunInfoHook  # noqa: E402
+from benchmark.run_report import write_run_report  # noqa: E402
 from benchmark.tracking import configure_wandb, log_record  # noqa: E402
 from benchmark.views import build_view  # noqa: E402
 
@@ -126,6 +127,7 @@ def evaluate_run(runner: Runner, cfg: Config, results_dir: str) -> None:
                              last if osp.isfile(last) else None, cfg.pretty_text,
                              extra=dict(memory_kind=hook.info(runner)['memory_kind']))
     runner.logger.info(f'evaluation record: {path}')
+    runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
     log_record(runner.visualizer, json.loads(Path(path).read_text()))
 
 

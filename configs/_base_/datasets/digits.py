@@ -8,5 +8,5 @@ train_dataloader = dict(
     drop_last=True,
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='default_collate'),
-    dataset=dict(type='Digits', data_root='', split='train', input_size=32, view='mocov2'),
+    dataset=dict(type='Digits', data_root='', split='train', input_size=32, view=dict(name='mocov2')),
 )

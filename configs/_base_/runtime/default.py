@@ -1,5 +1,6 @@
 # Runtime shared by every run: hooks, logging, seeding, distributed backend.
-custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.hooks'],
+custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.hooks',
+                              'benchmark.knn_monitor'],
                       allow_failed_imports=False)
 
 default_hooks = dict(
@@ -10,7 +11,9 @@ default_hooks = dict(
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
 # RunInfoHook stores world size, time per epoch and peak memory in checkpoint meta.
-custom_hooks = [dict(type='RunInfoHook')]
+# KNNMonitorHook logs knn_monitor/top1 of 1,000 train / 500 val images every 10 epochs and
+# after the last one.
+custom_hooks = [dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10)]
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
