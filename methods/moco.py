@@ -50,6 +50,8 @@ class MoCo(EncoderModel):
             but must be at least the total batch of all processes.
         key_momentum: m of the MoCo paper: key = m * key + (1 - m) * query (0.999).
         temperature: tau of InfoNCE (0.2 in MoCo-v2 and the MixCo authors' scripts).
+        head_batch_norm: BatchNorm in the projection head (MoCo-v3 style; False in MoCo-v2 and
+            the paper). Only the digits demo turns it on, to learn within minutes.
         data_preprocessor: mmengine data preprocessor config.
         init_cfg: mmengine init config.
     """
@@ -60,6 +62,7 @@ class MoCo(EncoderModel):
                  queue_size: int = 65536,
                  key_momentum: float = 0.999,
                  temperature: float = 0.2,
+                 head_batch_norm: bool = False,
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(backbone, data_preprocessor, init_cfg)
@@ -70,7 +73,7 @@ class MoCo(EncoderModel):
         if temperature <= 0:
             raise ValueError(f'model.temperature must be > 0, got {temperature}')
         dim = self.backbone.feature_dim
-        self.projection_head = MoCoProjectionHead(dim, dim, feature_dim)
+        self.projection_head = MoCoProjectionHead(dim, dim, feature_dim, batch_norm=head_batch_norm)
         self.backbone_momentum = copy.deepcopy(self.backbone)
         self.projection_head_momentum = copy.deepcopy(self.projection_head)
         for param in self.momentum_parameters():
