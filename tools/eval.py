@@ -13,11 +13,13 @@ import tempfile
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 import torch  # noqa: E402
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import Config  # noqa: E402
 
 import benchmark.datasets  # noqa: E402,F401  registers the datasets
 from benchmark.checkpoints import CheckpointMismatchError, load_backbone  # noqa: E402
 from benchmark.compat import allow_mmengine_checkpoints  # noqa: E402
+from benchmark.config_check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
+                                     validate_config)
 from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (DATA_NAMES, describe_run, eval_dataset_cfg,  # noqa: E402
                                   evaluate_backbone, record_evaluation)
@@ -42,7 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--results-dir', default='results', help='records go to DIR/runs/')
     parser.add_argument('--batch-size', type=int, default=256)
     parser.add_argument('--num-workers', type=int, default=2)
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={})
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
 
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         cfg = Config.fromfile(args.config)
-        cfg.merge_from_dict(args.cfg_options)
+        merge_options(cfg, args.cfg_options)
+        validate_config(cfg)
         dataset_cfg = eval_dataset_cfg(cfg, args.eval_data, args.data_root)
         backbone = build_resnet(**cfg.model.get('backbone', {}))
         run, meta, layout = describe_run(cfg), {}, 'random-init'
@@ -88,7 +91,8 @@ def main(argv=None) -> int:
     except (DataRootError, CheckpointMismatchError, FileNotFoundError, ValueError) as err:
         if args.debug:
             raise
-        print(f'error: {err}', file=sys.stderr)
+        where = f'{args.config}: ' if isinstance(err, ConfigError) else ''
+        print(f'error: {where}{err}', file=sys.stderr)
         return 2
     path = record_evaluation(protocols, run, eval_data, args.results_dir,
                              None if args.checkpoint == 'random' else args.checkpoint,
