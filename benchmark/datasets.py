@@ -5,27 +5,58 @@ Every dataset reads its official on-disk format (no reorganisation script), take
 data_samples=<int label>)``. The layout is checked in the constructor, before any
 image is loaded, and by ``check_root`` without building the dataset; a bad root raises
 ``DataRootError`` with a one-line message that says what to run.
+
+The folder datasets (Tiny-ImageNet, ImageFolder) then decode every image file once
+(``benchmark.data_scan``, cached) and apply ``bad_data``: ``'strict'`` raises
+``DataRootError`` naming the bad files, ``'skip'`` drops them and counts them in
+``skipped_files``. ``check_images`` runs the same check without building the dataset.
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
+import torch
+from mmengine.logging import print_log
 from mmengine.registry import DATASETS
 from PIL import Image
 from torch.utils.data import Dataset
-from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
+from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from benchmark.data_scan import LABELS, ScanReport, check_image, scan_image_files, to_rgb
+from benchmark.rng_state import seeded_rng
+from benchmark.sampler import SampleKey
 from benchmark.views import build_view
 
 Samples = List[Tuple[str, int]]
+BAD_DATA = ('strict', 'skip')
+SCAN_CACHE = '.image_scan.json'  # results of the image check, in the data root
+SKIP_HINT = 'set train_dataloader.dataset.bad_data=skip'
 
 
 class DataRootError(FileNotFoundError):
     """A dataset root is missing or does not have the expected layout."""
+
+
+class BadImageError(DataRootError):
+    """An image file broke after the pre-flight check (``bad_data='strict'``); one line.
+
+    Raised in a DataLoader worker, it is re-raised in the main process as
+    ``BadImageError('Caught BadImageError in DataLoader worker process 0.\\nOriginal
+    Traceback ...')``: that is cut back to the original line, so the error stays one line.
+    """
+
+    def __init__(self, message: str = '') -> None:
+        head, _, rest = message.partition('\n')
+        if head.startswith(f'Caught {type(self).__name__} ') and 'Traceback' in rest:
+            where = head[len(f'Caught {type(self).__name__} '):].rstrip('.')
+            last = rest.rstrip().rsplit('\n', 1)[-1]
+            message = f"{last.split(': ', 1)[-1]} ({where})"
+        super().__init__(message)
 
 
 def _split(split: str) -> str:
@@ -41,7 +72,16 @@ def _identity(image: Image.Image) -> Image.Image:
 
 def _load_rgb(path: str) -> Image.Image:
     with open(path, 'rb') as f:
-        return Image.open(f).convert('RGB')
+        return to_rgb(Image.open(f))
+
+
+def _check_policy(bad_data: str) -> None:
+    if bad_data not in BAD_DATA:
+        raise ValueError(f"bad_data={bad_data!r} unknown; valid: {', '.join(BAD_DATA)}")
+
+
+def _examples(data_root: str, paths: List[str], count: int = 2) -> str:
+    return ', '.join(os.path.relpath(p, data_root) for p in paths[:count])
 
 
 class _ImageDataset(Dataset):
@@ -66,34 +106,117 @@ class _ImageDataset(Dataset):
     def __len__(self) -> int:
         return len(self.targets)
 
-    def __getitem__(self, index: int) -> Dict[str, Any]:
+    def __getitem__(self, key: Union[int, SampleKey]) -> Dict[str, Any]:
+        # ResumableSampler hands out (index, seed): the views of that sample are drawn from
+        # the seed, so they do not depend on the worker or on an interruption.
+        if isinstance(key, SampleKey):
+            with seeded_rng(key.seed):
+                return self._item(key.index)
+        return self._item(key)
+
+    def _item(self, index: int) -> Dict[str, Any]:
         return dict(inputs=self.transform(self._load(index)), data_samples=int(self.targets[index]))
 
 
+class _FolderDataset(_ImageDataset):
+    """Image files on disk: every file is checked once before use, per ``bad_data``."""
+
+    def __init__(self, data_root: str, split: str, input_size: int,
+                 view: Optional[Union[str, dict]], bad_data: str) -> None:
+        super().__init__(input_size, view)
+        _check_policy(bad_data)
+        self.data_root, self.bad_data = data_root, bad_data
+        self.classes, samples = self._index(data_root, split)
+        self.scan_report = self._scan(data_root, samples, bad_data)
+        bad = set(self.scan_report.bad_files)
+        self.samples = [sample for sample in samples if sample[0] not in bad]
+        if not self.samples:
+            raise self._error(data_root, f'has no readable image ({self.scan_report.summary()})')
+        self.targets = [label for _, label in self.samples]
+        # Files that break after the scan, flagged by whichever process meets them: shared
+        # memory, so loader workers and the main process (skipped_files) see the same flags.
+        self._broken = torch.zeros(len(self.samples), dtype=torch.bool).share_memory_()
+
+    @property
+    def skipped_files(self) -> int:
+        """Image files left out: bad at the scan, or broken since (``bad_data='skip'``)."""
+        return self.scan_report.bad + int(self._broken.sum())
+
+    @classmethod
+    def check_images(cls, data_root: str, split: str = 'train',
+                     bad_data: str = 'strict') -> ScanReport:
+        """Decode every image file of ``split``; raise DataRootError for bad ones if strict."""
+        _check_policy(bad_data)
+        return cls._scan(data_root, cls._index(data_root, split)[1], bad_data, log=False)
+
+    @classmethod
+    def _scan(cls, data_root: str, samples: Samples, bad_data: str,
+              log: bool = True) -> ScanReport:
+        cache = Path(data_root) / SCAN_CACHE if Path(data_root).is_dir() else None
+        report = scan_image_files([path for path, _ in samples], cache_file=cache and str(cache))
+        if report.bad and bad_data == 'strict':
+            raise DataRootError(f'{data_root}: {report.summary()}, e.g. '
+                                f'{_examples(data_root, report.bad_files)}; fix or remove them, '
+                                f'or {SKIP_HINT}')
+        if report.bad and log:  # the dataset logs what it skips; check_images does not
+            print_log(f'{data_root}: skipped {report.summary()} (bad_data=skip), e.g. '
+                      f'{_examples(data_root, report.bad_files, 3)}', 'current', logging.WARNING)
+        return report
+
+    def _item(self, index: int) -> Dict[str, Any]:
+        # A file that broke after the scan: under 'skip' the next index stands in for it (the
+        # same one every epoch), so a loader worker never dies of one bad file.
+        for step in range(len(self.samples)):
+            i = (index + step) % len(self.samples)
+            if self._broken[i]:
+                continue
+            try:
+                image = _load_rgb(self.samples[i][0])
+            except Exception:  # noqa: BLE001 - decoding errors come in many types
+                self._broken_file(i)
+                continue
+            return dict(inputs=self.transform(image), data_samples=int(self.targets[i]))
+        raise self._error(self.data_root, 'has no readable image left')
+
+    def _broken_file(self, i: int) -> None:
+        path = self.samples[i][0]
+        category, reason = check_image(path) or ('unreadable', 'fails to load')
+        problem = f'{path}: {LABELS[category]} image file ({reason})'
+        if self.bad_data == 'strict':
+            raise BadImageError(f'{problem}; fix or remove it, or {SKIP_HINT}') from None
+        self._broken[i] = True
+        print_log(f'{problem}: skipped, the next sample stands in; {self.skipped_files} image '
+                  'files skipped in all', 'current', logging.WARNING)
+
+    def _load(self, index: int) -> Image.Image:
+        return _load_rgb(self.samples[index][0])
+
+
 @DATASETS.register_module()
-class TinyImageNet(_ImageDataset):
+class TinyImageNet(_FolderDataset):
     """Tiny-ImageNet-200 in the layout of the official zip.
 
     ``wnids.txt``, ``train/<wnid>/images/*.JPEG``, ``val/images/*.JPEG`` and
     ``val/val_annotations.txt`` (filename, wnid, box, tab-separated). The class index is
-    the position of the wnid in the sorted ``wnids.txt``. The official test split has no
-    labels, so ``'test'`` reads ``val/`` like ``'val'``.
+    the position of the wnid in the sorted ``wnids.txt`` (the order ImageFolder gives
+    ``train/``, as in the authors' code). The official test split has no labels, so
+    ``'test'`` reads ``val/`` like ``'val'``. Hidden files are ignored.
 
     Args:
         data_root: The ``tiny-imagenet-200`` folder, or the folder that contains it.
         split: ``'train'``, ``'val'`` or ``'test'``.
         input_size: Output side of the view in pixels.
         view: A preset of ``benchmark.views`` or None for the PIL image.
+        bad_data: ``'strict'``: a file that is not a decodable image raises DataRootError;
+            ``'skip'``: such files are left out and counted in ``skipped_files``.
     """
 
     FOLDER = 'tiny-imagenet-200'
     EXPECTED = 'expected wnids.txt, train/<wnid>/images/, val/images/, val/val_annotations.txt'
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
-        super().__init__(input_size, view)
-        self.classes, self.samples = self._index(data_root, split)
-        self.targets = [label for _, label in self.samples]
+                 view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
+        super().__init__(data_root, split, input_size, view, bad_data)
 
     @classmethod
     def check_root(cls, data_root: str, split: str = 'train') -> None:
@@ -135,7 +258,7 @@ class TinyImageNet(_ImageDataset):
             if not folder.is_dir():
                 raise cls._error(data_root, f'is malformed: missing train/{wnid}/images/')
             samples += [(str(folder / name), label) for name in sorted(os.listdir(folder))
-                        if name.lower().endswith(IMG_EXTENSIONS)]
+                        if name.lower().endswith(IMG_EXTENSIONS) and not name.startswith('.')]
         if not samples:
             raise cls._error(data_root, 'is malformed: no images under train/')
         return samples
@@ -155,9 +278,6 @@ class TinyImageNet(_ImageDataset):
             raise cls._error(data_root, f'is malformed: {len(absent)} images of '
                              f'val/val_annotations.txt missing from val/images/ (e.g. {absent[0]})')
         return [(str(val / 'images' / row[0]), index[row[1]]) for row in rows]
-
-    def _load(self, index: int) -> Image.Image:
-        return _load_rgb(self.samples[index][0])
 
 
 def _unpickle(path: Path) -> Dict[str, Any]:
@@ -271,11 +391,13 @@ class CIFAR100(CIFAR10):
 
 
 @DATASETS.register_module()
-class ImageFolderDataset(_ImageDataset):
+class ImageFolderDataset(_FolderDataset):
     """Any ``<root>/<split>/<class>/<image>`` tree, or ``<root>/<class>/<image>``.
 
-    Files are discovered with torchvision's ImageFolder logic (sorted class folders,
-    its image extensions). ``'val'`` falls back to a ``test/`` folder and vice versa;
+    Files are discovered as torchvision's ImageFolder does (sorted class folders, searched
+    recursively, its image extensions, the same order), except that hidden files and
+    folders (``.ipynb_checkpoints``, macOS ``._x.jpg``) are ignored and a folder without
+    image files is not a class. ``'val'`` falls back to a ``test/`` folder and vice versa;
     the flat layout is used only when the root has no train/, val/ or test/ folder.
 
     Args:
@@ -283,13 +405,13 @@ class ImageFolderDataset(_ImageDataset):
         split: ``'train'``, ``'val'`` or ``'test'``.
         input_size: Output side of the view in pixels.
         view: A preset of ``benchmark.views`` or None for the PIL image.
+        bad_data: ``'strict'``: a file that is not a decodable image raises DataRootError;
+            ``'skip'``: such files are left out and counted in ``skipped_files``.
     """
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[Union[str, dict]] = 'mocov2') -> None:
-        super().__init__(input_size, view)
-        self.classes, self.samples = self._index(data_root, split)
-        self.targets = [label for _, label in self.samples]
+                 view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
+        super().__init__(data_root, split, input_size, view, bad_data)
 
     @classmethod
     def check_root(cls, data_root: str, split: str = 'train') -> None:
@@ -315,15 +437,24 @@ class ImageFolderDataset(_ImageDataset):
             root = folders[0]
         elif any((root / name).is_dir() for name in ('train', 'val', 'test')):
             raise cls._error(data_root, f'is malformed: missing {split}/')
-        try:
-            classes, class_to_idx = find_classes(root)
-            samples = make_dataset(root, class_to_idx, extensions=IMG_EXTENSIONS)
-        except FileNotFoundError as e:
-            raise cls._error(data_root, f'is malformed: {str(e).splitlines()[0]}') from None
-        return classes, samples
+        found = {entry.name: _class_images(entry.path) for entry in os.scandir(root)
+                 if entry.is_dir() and not entry.name.startswith('.')}
+        classes = sorted(name for name, files in found.items() if files)
+        if not classes:
+            raise cls._error(data_root, f'is malformed: no class folder with images in {root}')
+        return classes, [(path, label) for label, name in enumerate(classes)
+                         for path in found[name]]
 
-    def _load(self, index: int) -> Image.Image:
-        return _load_rgb(self.samples[index][0])
+
+def _class_images(folder: str) -> List[str]:
+    """Image files under ``folder`` in torchvision's order (sorted walk), hidden ones left out."""
+    walked = []
+    for parent, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = [name for name in dirs if not name.startswith('.')]
+        walked.append((parent, files))
+    return [os.path.join(parent, name) for parent, files in sorted(walked)
+            for name in sorted(files)
+            if not name.startswith('.') and name.lower().endswith(IMG_EXTENSIONS)]
 
 
 @DATASETS.register_module()

@@ -25,9 +25,10 @@ def eval_dataset_cfg(cfg: Config, eval_data: Optional[str] = None,
                      data_root: Optional[str] = None) -> dict:
     """Dataset config for evaluation: the pretraining data, or `eval_data` (transfer)."""
     train = cfg.train_dataloader.dataset
-    if eval_data is None:
+    if eval_data is None:  # the pretraining data, with its bad_data policy if it has one
+        policy = {'bad_data': train.bad_data} if 'bad_data' in train else {}
         return dict(type=train.type, data_root=data_root or train.get('data_root', ''),
-                    input_size=train.get('input_size', 224))
+                    input_size=train.get('input_size', 224), **policy)
     if eval_data not in EVAL_TYPES:
         raise ValueError(f'--eval-data {eval_data!r} unknown; choose from {sorted(EVAL_TYPES)}')
     if data_root is None and eval_data != 'digits':
@@ -46,8 +47,9 @@ def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
     splits = {}
     for split in ('train', 'val'):
         cls.check_root(dataset_cfg['data_root'], split)
+        policy = {'bad_data': dataset_cfg['bad_data']} if 'bad_data' in dataset_cfg else {}
         dataset = cls(data_root=dataset_cfg['data_root'], split=split,
-                      input_size=dataset_cfg['input_size'], view='test')
+                      input_size=dataset_cfg['input_size'], view='test', **policy)
         splits[split] = extract_features(backbone, dataset, batch_size, num_workers)
     if get_dist_info()[0] != 0:
         return None  # every process extracts its shard; rank 0 alone runs the protocols
@@ -74,6 +76,8 @@ def describe_run(cfg: Config, checkpoint_meta: Optional[dict] = None) -> dict:
         config=osp.basename(cfg.filename) if cfg.filename else None,
         time_s_per_epoch=meta.get('time_s_per_epoch'),
         peak_memory_gb=meta.get('peak_memory_gb'),
+        # Image files the training data left out (bad_data=skip); None where unknown.
+        data_skipped=meta.get('data_skipped'),
     )
 
 

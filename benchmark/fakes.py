@@ -6,10 +6,11 @@ something from them. Everything is derived from ``seed``.
 from __future__ import annotations
 
 import colorsys
+import os
 import pickle
 import struct
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 from PIL import Image
@@ -188,3 +189,98 @@ def make_fake_image_folder(root: str | Path, classes: Sequence[str] = ('cat', 'd
                 image = _class_image(rng, label, len(classes), size)
                 Image.fromarray(image).save(folder / f'{i}{ext}')
     return str(root)
+
+
+def write_odd_format_images(folder: str | Path, size: int = 16, seed: int = 0) -> List[str]:
+    """Write valid images in the modes real data sets hold besides 8-bit RGB.
+
+    Grey JPEG, CMYK JPEG, RGB PNG, RGBA PNG (the RGB image with a random alpha), palette PNG
+    with a transparent colour and a 16-bit grey PNG (values over the whole 0-65535 range),
+    named ``odd_<mode>.<ext>``.
+
+    Args:
+        folder: Folder to write into (created if needed).
+        size: Image side in pixels.
+        seed: Seed of all randomness.
+
+    Returns:
+        The paths written, sorted.
+    """
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rgb = Image.fromarray(_class_image(rng, 0, 1, size))
+    palette = rgb.convert('P', palette=Image.Palette.ADAPTIVE, colors=16)
+    wide = rng.integers(0, 65536, (size, size), dtype=np.uint16)
+    wide[0, :2] = (0, 65535)
+    rgba = rgb.convert('RGBA')
+    rgba.putalpha(Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)))
+    images = {'odd_L.jpg': (rgb.convert('L'), 'JPEG'),
+              'odd_CMYK.jpeg': (rgb.convert('CMYK'), 'JPEG'),
+              'odd_RGB.png': (rgb, 'PNG'), 'odd_RGBA.png': (rgba, 'PNG'),
+              'odd_P.png': (palette, 'PNG'), 'odd_I16.png': (Image.fromarray(wide), 'PNG')}
+    for name, (image, fmt) in images.items():
+        extra = dict(transparency=0) if image.mode == 'P' else {}
+        image.save(folder / name, fmt, **extra)
+    return sorted(str(folder / name) for name in images)
+
+
+def _image_files(root: Path) -> List[str]:
+    """Image files under ``root`` (not hidden, torchvision's extensions), sorted."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    found = []
+    for parent, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith('.')]
+        found += [os.path.join(parent, f) for f in files
+                  if not f.startswith('.') and f.lower().endswith(IMG_EXTENSIONS)]
+    return sorted(found)
+
+
+def truncate_image_file(path: str | Path) -> None:
+    """Cut a JPEG or PNG in the middle of its compressed pixels, as an interrupted copy does.
+
+    Cutting inside the headers would make PIL fail to identify the file instead, and cutting
+    only the trailer (EOI, IEND) leaves every pixel decodable.
+    """
+    data = Path(path).read_bytes()
+    start = data.find(b'IDAT' if data.startswith(b'\x89PNG') else b'\xff\xda')  # PNG / JPEG
+    start = start + 16 if start >= 0 else 0
+    Path(path).write_bytes(data[:start + (len(data) - start) // 2])
+
+
+def corrupt_image_folder(root: str | Path, truncated: float = 0.05, non_image: float = 0.01,
+                         zero_byte: float = 0.01, seed: int = 0) -> Dict[str, List[str]]:
+    """Break a random share of the image files under ``root`` in place, like real data does.
+
+    ``truncated``: cut in the middle of the pixel data; ``non_image``: replaced by an HTML
+    error page (a failed download saved under the image's name); ``zero_byte``: emptied.
+    A share above 0 breaks at least one file; the three sets are disjoint.
+
+    Args:
+        root: Folder searched recursively (hidden entries skipped, torchvision's extensions).
+        truncated: Share of the files to truncate.
+        non_image: Share of the files to replace by text.
+        zero_byte: Share of the files to empty.
+        seed: Seed of the choice.
+
+    Returns:
+        ``{'truncated': [...], 'non_image': [...], 'zero_byte': [...]}``, sorted paths.
+    """
+    files = _image_files(Path(root))
+    shares = dict(truncated=truncated, non_image=non_image, zero_byte=zero_byte)
+    counts = {k: max(1, round(v * len(files))) if v > 0 else 0 for k, v in shares.items()}
+    if sum(counts.values()) > len(files):
+        raise ValueError(f'cannot break {sum(counts.values())} of {len(files)} files')
+    order = np.random.default_rng(seed).permutation(len(files))
+    chosen, start = {}, 0
+    for kind, count in counts.items():
+        chosen[kind] = sorted(files[i] for i in order[start:start + count])
+        start += count
+    for path in chosen['truncated']:
+        truncate_image_file(path)
+    for path in chosen['non_image']:
+        Path(path).write_bytes(b'<html><body><h1>404 Not Found</h1></body></html>\n')
+    for path in chosen['zero_byte']:
+        Path(path).write_bytes(b'')
+    return chosen

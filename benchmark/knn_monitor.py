@@ -66,8 +66,9 @@ class KNNMonitorHook(Hook):
             rng = np.random.default_rng(self.seed)
             subsets = {}
             for split, size in (('train', self.num_train), ('val', self.num_test)):
+                policy = {'bad_data': data['bad_data']} if 'bad_data' in data else {}
                 dataset = cls(data_root=data['data_root'], split=split,
-                              input_size=data['input_size'], view='test')
+                              input_size=data['input_size'], view='test', **policy)
                 subsets[split] = Subset(dataset, fixed_subset(rng, len(dataset), size).tolist())
             self.num_classes = len(dataset.classes)
             self._subsets = subsets

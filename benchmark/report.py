@@ -191,7 +191,8 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
                  time_s_per_epoch: Optional[float] = None,
                  peak_memory_gb: Optional[float] = None, config: Optional[str] = None,
                  checkpoint: Optional[str] = None, config_text: Optional[str] = None,
-                 status: str = 'ok', extra: Optional[dict] = None) -> Dict[str, Any]:
+                 status: str = 'ok', extra: Optional[dict] = None,
+                 data_skipped: Optional[int] = None) -> Dict[str, Any]:
     """A validated result record with id, timestamp, versions, git state and host added.
 
     Args:
@@ -213,6 +214,9 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
         config_text: The config's full text (dumped); only its sha256 is stored.
         status: 'ok', 'diverged' or 'failed'.
         extra: Any further JSON-serialisable data.
+        data_skipped: Image files the pretraining data left out (``bad_data='skip'``); stored
+            as ``extra['data_skipped']`` (the top-level fields are a fixed schema). None:
+            unknown, not stored.
 
     Returns:
         The record (a JSON-serialisable dict with every key of ``REQUIRED_FIELDS``).
@@ -223,6 +227,10 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
     ints = dict(pretrain_epochs=pretrain_epochs, seed=seed, world_size=world_size,
                 total_batch=total_batch)
     _check_fields(method, backbone, pretrain_data, eval_data, status, ints)
+    if data_skipped is not None:
+        if isinstance(data_skipped, bool) or not isinstance(data_skipped, int) or data_skipped < 0:
+            raise ValueError(f'record: data_skipped must be an int >= 0, got {data_skipped!r}')
+        extra = dict(extra or {}, data_skipped=data_skipped)
     now = datetime.datetime.now(datetime.timezone.utc)
     config_sha = (hashlib.sha256(config_text.encode()).hexdigest()
                   if config_text is not None else None)

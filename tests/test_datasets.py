@@ -72,11 +72,20 @@ def test_tiny_view_and_registry_build(tiny):
     assert len(views) == 2 and all(v.shape == (3, 24, 24) for v in views)
 
 
-def test_tiny_constructor_loads_no_image(tiny, monkeypatch):
-    def fail(*args, **kwargs):
-        raise AssertionError('image opened in the constructor')
-    monkeypatch.setattr(Image, 'open', fail)
-    assert len(TinyImageNet(tiny, split='val')) == 8
+def test_tiny_constructor_checks_each_image_once_then_uses_the_cache(tmp_path, monkeypatch):
+    from benchmark import data_scan
+    root = make_fake_tiny_imagenet(tmp_path, num_classes=2, train_per_class=1, val_per_class=2,
+                                   size=8)
+    opened, real_open = [], Image.open
+    monkeypatch.setattr(Image, 'open',
+                        lambda fp, *a, **k: opened.append(fp) or real_open(fp, *a, **k))
+    ds = TinyImageNet(root, split='val')
+    assert sorted(opened) == sorted(path for path, _ in ds.samples) and len(ds) == 4
+    opened.clear()
+    assert len(TinyImageNet(root, split='val')) == 4 and opened == []  # in-process results
+    data_scan._MEMO.clear()
+    assert len(TinyImageNet(root, split='val')) == 4 and opened == []  # the data root's file
+    assert Path(root, '.image_scan.json').is_file()
 
 
 # ---------------------------------------------------------------- CIFAR
