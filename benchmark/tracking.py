@@ -6,7 +6,10 @@ same wandb run as the training curves when a wandb backend is configured.
 """
 import netrc
 import os
+import uuid
 from typing import Any, Dict, List, Optional, Tuple
+
+from .atomic_io import atomic_write_text
 
 WANDB_BACKEND = 'WandbVisBackend'
 
@@ -32,19 +35,42 @@ def wandb_mode() -> Tuple[str, Optional[str]]:
                        'logging offline under the work dir, upload later with `wandb sync`')
 
 
+RUN_ID_FILE = 'wandb_run_id'  # in the work dir: a resumed run logs into the same wandb run
+
+
+def wandb_run_id(work_dir: str, resume: bool) -> str:
+    """The wandb run id of this work dir: the stored one when resuming, else a new one (stored)."""
+    path = os.path.join(work_dir, RUN_ID_FILE)
+    if resume and os.path.isfile(path):
+        with open(path) as handle:
+            run_id = handle.read().strip()
+        if run_id:
+            return run_id
+    run_id = uuid.uuid4().hex[:12]  # os.urandom: draws nothing from the seeded generators
+    if int(os.environ.get('RANK', '0')) == 0:
+        atomic_write_text(path, run_id + '\n')
+    return run_id
+
+
 def configure_wandb(cfg: Any) -> Optional[str]:
-    """Set mode, project and run name of every wandb backend in `cfg`; return the warning."""
+    """Set mode, project, run name and id of every wandb backend in `cfg`; return the warning.
+
+    The run id is kept in the work dir, so `--resume` continues the same wandb run.
+    """
     backends = [b for b in cfg.get('visualizer', {}).get('vis_backends', [])
                 if b.get('type') == WANDB_BACKEND]
     if not backends:
         return None
     mode, warning = wandb_mode()
     name = os.path.basename(os.path.normpath(cfg.work_dir))
+    run_id = wandb_run_id(cfg.work_dir, bool(cfg.get('resume')))
     for backend in backends:
         kwargs = dict(backend.get('init_kwargs') or {})
         kwargs.setdefault('mode', mode)
         kwargs.setdefault('project', 'mixco-bench')
         kwargs.setdefault('name', name)
+        kwargs.setdefault('id', run_id)
+        kwargs.setdefault('resume', 'allow')
         backend['init_kwargs'] = kwargs
     return warning
 

@@ -15,10 +15,33 @@ PYTHON=${PYTHON:-python3}
 if [ -x "$ROOT/.venv/bin/python" ] && [ -z "${VIRTUAL_ENV:-}" ]; then PYTHON="$ROOT/.venv/bin/python"; fi
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
+if [ -z "${PORT:-}" ] && [ "$NNODES" = 1 ]; then  # one machine: any free port
+  PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fi
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 
-PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m torch.distributed.run \
+# Pre-emption: SIGTERM / SIGUSR1 sent to this script go to the training processes, which
+# finish their step, save a checkpoint and exit; this script then exits 143 (requeue me).
+export PREEMPT_MARKER
+PREEMPT_MARKER=$(mktemp -u "${TMPDIR:-/tmp}/mixco-preempted.XXXXXX")
+forward() { pkill "-$1" -P "$CHILD" 2>/dev/null || true; }
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m torch.distributed.run \
   --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
   --nproc_per_node="$NUM_PROCS" --master_port="$PORT" \
-  "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
+  "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
+CHILD=$!
+trap 'forward TERM' TERM
+trap 'forward USR1' USR1
+trap 'forward INT' INT
+set +e
+while true; do
+  wait "$CHILD"
+  RC=$?
+  kill -0 "$CHILD" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+done
+if [ -e "$PREEMPT_MARKER" ]; then
+  rm -f "$PREEMPT_MARKER"
+  exit 143
+fi
+exit "$RC"

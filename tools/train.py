@@ -12,7 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from mmengine.dist import get_rank  # noqa: E402
 from mmengine.hooks import Hook  # noqa: E402
 from mmengine.registry import DATASETS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
@@ -20,10 +21,14 @@ from mmengine.runner import Runner  # noqa: E402
 import benchmark.datasets  # noqa: E402,F401  registers the datasets
 import methods  # noqa: E402,F401  registers the models
 from benchmark.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
+from benchmark.config_check import CfgOptionsAction, merge_options, validate_config  # noqa: E402
 from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (describe_run, eval_dataset_cfg, evaluate_backbone,  # noqa: E402
                                   record_evaluation)
 from benchmark.hooks import RunInfoHook  # noqa: E402
+from benchmark.nan_guard import DivergedError  # noqa: E402
+from benchmark.resume import choose_resume_checkpoint, loadable  # noqa: E402
+from benchmark.report import build_record, write_record  # noqa: E402
 from benchmark.run_report import write_run_report  # noqa: E402
 from benchmark.tracking import configure_wandb, log_record  # noqa: E402
 from benchmark.views import build_view  # noqa: E402
@@ -36,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         '(default: work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
                         help='resume from CKPT, or from the latest checkpoint of the work dir')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={},
                         metavar='KEY=VALUE', help='override config keys, e.g. '
                         'train_dataloader.batch_size=32 train_cfg.max_epochs=1')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none')
@@ -52,15 +57,23 @@ def load_config(args: argparse.Namespace) -> Config:
     if not osp.isfile(args.config):
         raise FileNotFoundError(f'config {args.config} not found; see configs/ for the list')
     cfg = Config.fromfile(args.config)
-    cfg.merge_from_dict(args.cfg_options)
+    merge_options(cfg, args.cfg_options)
     if args.work_dir:
         cfg.work_dir = args.work_dir
     elif not cfg.get('work_dir'):
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(args.config))[0])
     cfg.launcher = args.launcher
     if args.resume == 'auto':
-        cfg.resume, cfg.load_from = True, None
+        path, messages = choose_resume_checkpoint(cfg.work_dir)
+        if os.environ.get('RANK', '0') == '0':
+            for line in messages:
+                print(f'resume: {line}', file=sys.stderr)
+        cfg.resume, cfg.load_from = path is not None, path
     elif args.resume:
+        reason = loadable(args.resume) if osp.isfile(args.resume) else 'no such file'
+        if reason:
+            raise ValueError(f'--resume {args.resume}: cannot load it ({reason}); '
+                             'pass another checkpoint or --resume alone for the newest loadable')
         cfg.resume, cfg.load_from = True, args.resume
     return cfg
 
@@ -72,6 +85,10 @@ def check_data(cfg: Config) -> None:
         raise ValueError(f'train_dataloader.dataset.type: unknown dataset {dataset.type!r}')
     DATASETS.get(dataset.type).check_root(dataset.get('data_root', ''), dataset.get('split', 'train'))
     build_view(dataset.get('view', 'mocov2'), dataset.get('input_size', 224))
+    if hasattr(DATASETS.get(dataset.type), 'check_images'):  # decode every image file (cached)
+        DATASETS.get(dataset.type).check_images(dataset.get('data_root', ''),
+                                                dataset.get('split', 'train'),
+                                                dataset.get('bad_data', 'strict'))
 
 
 def main(argv=None) -> int:
@@ -79,6 +96,7 @@ def main(argv=None) -> int:
     allow_mmengine_checkpoints()
     try:
         cfg = load_config(args)
+        validate_config(cfg)  # before any data is read
         check_data(cfg)
         warning = configure_wandb(cfg)
         if warning and os.environ.get('RANK', '0') == '0':
@@ -94,8 +112,32 @@ def main(argv=None) -> int:
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
         runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir)),
                              priority='LOWEST')
-    runner.train()
+    try:
+        runner.train()
+    except DivergedError as err:
+        if args.debug:
+            raise
+        runner.logger.error(str(err))
+        if not args.no_eval and get_rank() == 0:
+            path = record_divergence(runner, cfg, args.results_dir, str(err))
+            runner.logger.error(f'diverged run recorded: {path}')
+        return DIVERGED_EXIT_CODE
     return 0
+
+
+DIVERGED_EXIT_CODE = 3
+
+
+def record_divergence(runner: Runner, cfg: Config, results_dir: str, message: str) -> Path:
+    """A record with status 'diverged' (NA metrics), so the run shows instead of vanishing."""
+    hook = next(h for h in runner.hooks if isinstance(h, RunInfoHook))
+    run = describe_run(cfg, dict(hook.info(runner), epoch=runner.epoch))
+    reason = f'NA(diverged at iteration {runner.iter + 1})'
+    protocols = {name: dict(settings={}, metrics=dict(top1=reason)) for name in ('knn', 'linear_fast')}
+    record = build_record(**run, eval_data=run['pretrain_data'], protocols=protocols,
+                          config_text=cfg.pretty_text, status='diverged',
+                          extra=dict(error=message))
+    return write_record(record, results_dir)
 
 
 class AfterTrain(Hook):
@@ -115,7 +157,8 @@ def evaluate_run(runner: Runner, cfg: Config, results_dir: str) -> None:
     """Default protocols on the pretraining data's splits; rank 0 writes the record."""
     model = runner.model.module if hasattr(runner.model, 'module') else runner.model
     hook = next(h for h in runner.hooks if isinstance(h, RunInfoHook))
-    run = describe_run(cfg, dict(hook.info(runner), epoch=runner.epoch))
+    skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
+    run = describe_run(cfg, dict(hook.info(runner), epoch=runner.epoch, data_skipped=skipped))
     figure = osp.join(cfg.work_dir, 'tsne.png')
     protocols = evaluate_backbone(model.backbone, eval_dataset_cfg(cfg), TRAIN_PROTOCOLS,
                                   seed=run['seed'],

@@ -6,7 +6,7 @@ train_dataloader = dict(
     num_workers=1,
     persistent_workers=True,
     drop_last=True,
-    sampler=dict(type='DefaultSampler', shuffle=True),
+    sampler=dict(type='ResumableSampler', shuffle=True),  # resumes mid-epoch, seeds views
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='Digits', data_root='', split='train', input_size=32, view=dict(name='mocov2')),
 )

@@ -6,7 +6,7 @@ train_dataloader = dict(
     num_workers=4,
     persistent_workers=True,
     drop_last=True,  # MixCo pairs the two halves of every batch: keep batches full and even
-    sampler=dict(type='DefaultSampler', shuffle=True),
+    sampler=dict(type='ResumableSampler', shuffle=True),  # resumes mid-epoch, seeds views
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='TinyImageNet', data_root='data/tiny-imagenet-200', split='train',
                  input_size=224, view='mocov2'),

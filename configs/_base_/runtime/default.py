@@ -1,19 +1,27 @@
 # Runtime shared by every run: hooks, logging, seeding, distributed backend.
-custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.hooks',
-                              'benchmark.knn_monitor'],
+custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.sampler',
+                              'benchmark.hooks', 'benchmark.knn_monitor',
+                              'benchmark.checkpoint_hook', 'benchmark.preemption',
+                              'benchmark.nan_guard'],
                       allow_failed_imports=False)
 
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_last=True),
+    # Atomic writes, RNG states of every process, and iter_<n>.pth every iter_interval
+    # iterations (only the newest kept), so a kill loses at most that many iterations.
+    checkpoint=dict(type='SafeCheckpointHook', interval=1, max_keep_ckpts=3, save_last=True,
+                    iter_interval=200),
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
 # RunInfoHook stores world size, time per epoch and peak memory in checkpoint meta.
 # KNNMonitorHook logs knn_monitor/top1 of 1,000 train / 500 val images every 10 epochs and
 # after the last one.
-custom_hooks = [dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10)]
+# NaNGuardHook stops the run at the first non-finite loss, before anything is saved;
+# PreemptionHook turns SIGTERM/SIGUSR1 into checkpoint + exit 143.
+custom_hooks = [dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10),
+                dict(type='NaNGuardHook'), dict(type='PreemptionHook')]
 env_cfg = dict(
     cudnn_benchmark=False,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
