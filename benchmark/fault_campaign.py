@@ -30,7 +30,7 @@ BASE_HOOKS = ("dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10
               "dict(type='NaNGuardHook'), dict(type='PreemptionHook')")
 IMPORTS = ['methods', 'benchmark.datasets', 'benchmark.sampler', 'benchmark.hooks',
            'benchmark.knn_monitor', 'benchmark.checkpoint_hook', 'benchmark.preemption',
-           'benchmark.nan_guard', 'benchmark.fault_hooks']
+           'benchmark.nan_guard', 'benchmark.tracking', 'benchmark.fault_hooks']
 
 
 def free_port() -> int:
@@ -51,7 +51,7 @@ def tiny_env(home: Optional[str] = None) -> Dict[str, str]:
 
 def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, batch: int = 4,
                  iter_interval: int = 3, max_keep_ckpts: int = 3, fault: str = '',
-                 workers: int = 2, extra: str = '') -> str:
+                 workers: int = 2, extra: str = '', dataset: str = '') -> str:
     """A tiny config over ``configs/<method>_r18_tiny.py`` with an optional fault hook.
 
     Args:
@@ -60,6 +60,7 @@ def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, bat
         data_root: A Tiny-ImageNet-format folder (e.g. from `benchmark.fakes`).
         fault: A hook of `benchmark.fault_hooks`, e.g. ``"dict(type='KillHook', at_iter=5)"``.
         extra: More config lines.
+        dataset: More keyword arguments of the dataset, e.g. ``"bad_data='skip'"``.
     """
     base = ROOT / 'configs' / f'{method}_r18_tiny.py'
     hooks = BASE_HOOKS + (f', {fault}' if fault else '')
@@ -67,7 +68,7 @@ def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, bat
     text = (f"_base_ = [{str(base)!r}]\n"
             f"custom_imports = dict(imports={IMPORTS!r}, allow_failed_imports=False)\n"
             f"train_dataloader = dict(batch_size={batch}, num_workers={workers}, "
-            f"dataset=dict(data_root={data_root!r}, input_size=32))\n"
+            f"dataset=dict(data_root={data_root!r}, input_size=32{', ' + dataset if dataset else ''}))\n"
             f"train_cfg = dict(max_epochs={epochs})\n{queue}"
             f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict("
             f"iter_interval={iter_interval}, max_keep_ckpts={max_keep_ckpts}))\n"
@@ -162,7 +163,7 @@ def kill_and_resume(card: Scorecard, tmp: str, data_root: str, method: str, refe
                     fault: str, epochs: int, nproc: int = 1, no_eval: bool = True,
                     log=print) -> None:
     """One SIGKILL case: run with the fault, resume until done, compare with the reference."""
-    name = f"{method}-{re.sub(r'[^a-z0-9]+', '-', fault).strip('-')}-{nproc}p"
+    name = f"{method}-{re.sub(r'[^a-z0-9]+', '-', fault.lower()).strip('-')}-{nproc}p"
     work = osp.join(tmp, name)
     cfg = write_config(osp.join(tmp, f'{name}.py'), method, data_root, epochs=epochs,
                        fault=f"dict(type='KillHook', {fault})")
@@ -464,9 +465,9 @@ def section_bad_data(card: Scorecard, tmp: str, log=print) -> None:
     card.bad_input(refused, f'bad-data strict: rc {strict.returncode}, {strict.stderr[-300:]!r}')
     log(f'  policy strict: exit {strict.returncode}: {lines[-1][:150] if lines else ""}')
     cfg = write_config(osp.join(tmp, 'bad-data-skip.py'), 'mocov2', str(root), epochs=1, batch=8,
-                       extra="train_dataloader = dict(dataset=dict(bad_data='skip'))\n")
+                       dataset="bad_data='skip'")
     skip = train(cfg, work)
-    counted = f'{report.bad}' in skip.stdout + skip.stderr
+    counted = f'{report.bad} bad image files' in skip.stdout + skip.stderr
     card.fault(skip.returncode == 0 and counted,
                f'bad-data skip: rc {skip.returncode}, count logged {counted}: {skip.stderr[-300:]}')
     log(f'  policy skip: exit {skip.returncode}, {report.bad} files left out and logged: {counted}')

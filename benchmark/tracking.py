@@ -6,12 +6,44 @@ same wandb run as the training curves when a wandb backend is configured.
 """
 import netrc
 import os
+import sys
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
+from mmengine.registry import VISBACKENDS
+from mmengine.visualization import WandbVisBackend
+
 from .atomic_io import atomic_write_text
 
-WANDB_BACKEND = 'WandbVisBackend'
+WANDB_BACKENDS = ('WandbVisBackend', 'SafeWandbVisBackend')
+INIT_TIMEOUT_S = 20  # wandb's default is 90 s; an unreachable server costs this much once
+
+
+@VISBACKENDS.register_module()
+class SafeWandbVisBackend(WandbVisBackend):
+    """mmengine's WandbVisBackend that falls back to offline when wandb cannot start online.
+
+    An unreachable server or refused credentials make `wandb.init` raise, which would end the
+    training run inside mmengine's first log call. Here it costs one warning line and the run
+    logs offline (`wandb sync` uploads it later); records in results/ never depend on wandb.
+    """
+
+    def _init_env(self) -> None:
+        self._init_kwargs = dict(self._init_kwargs or {})
+        if self._init_kwargs.get('mode', 'online') == 'online':
+            self._init_kwargs.setdefault('settings', dict(init_timeout=INIT_TIMEOUT_S))
+        try:
+            super()._init_env()
+        except Exception as err:  # noqa: BLE001 - wandb raises many types here
+            import wandb
+            first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ''
+            print(f'warning: wandb could not start online ({type(err).__name__}: {first}); '
+                  'logging offline under the work dir, upload later with `wandb sync`',
+                  file=sys.stderr, flush=True)
+            wandb.finish()
+            self._init_kwargs['mode'] = 'offline'
+            self._init_kwargs.pop('settings', None)
+            super()._init_env()
 
 
 def has_wandb_credentials() -> bool:
@@ -58,7 +90,7 @@ def configure_wandb(cfg: Any) -> Optional[str]:
     The run id is kept in the work dir, so `--resume` continues the same wandb run.
     """
     backends = [b for b in cfg.get('visualizer', {}).get('vis_backends', [])
-                if b.get('type') == WANDB_BACKEND]
+                if b.get('type') in WANDB_BACKENDS]
     if not backends:
         return None
     mode, warning = wandb_mode()
@@ -92,7 +124,7 @@ ROW_COLUMNS = ['method', 'backbone', 'pretrain_data', 'pretrain_epochs', 'eval_d
 def log_record(visualizer: Any, record: Dict[str, Any]) -> bool:
     """Put the record's metrics in the wandb run's summary and a table; False if no wandb."""
     try:
-        backend = visualizer.get_backend(WANDB_BACKEND)
+        backend = next(filter(None, (visualizer.get_backend(n) for n in WANDB_BACKENDS)), None)
     except (AttributeError, KeyError):
         return False
     if backend is None:

@@ -32,8 +32,8 @@ def test_online_with_api_key_and_env_mode_wins(no_credentials, monkeypatch):
     assert wandb_mode() == ('disabled', None)
 
 
-def test_configure_sets_mode_project_and_name(no_credentials):
-    cfg = Config(dict(work_dir='work_dirs/mixco_r18_tiny', visualizer=dict(
+def test_configure_sets_mode_project_and_name(no_credentials, tmp_path):
+    cfg = Config(dict(work_dir=str(tmp_path / 'mixco_r18_tiny'), visualizer=dict(
         type='Visualizer', vis_backends=[dict(type='LocalVisBackend'),
                                          dict(type='WandbVisBackend')])))
     assert configure_wandb(cfg) is not None
@@ -67,3 +67,20 @@ def test_log_record_without_wandb_backend_is_a_no_op(tmp_path):
     vis = Visualizer(name='local-only', save_dir=str(tmp_path),
                      vis_backends=[dict(type='LocalVisBackend')])
     assert log_record(vis, RECORD) is False
+
+
+@pytest.mark.slow
+def test_unreachable_wandb_server_means_one_warning_and_offline(tmp_path, monkeypatch, capsys):
+    """Online mode, a key, but nothing listening: the run goes on offline after one warning."""
+    monkeypatch.setenv('WANDB_API_KEY', 'a' * 40)
+    monkeypatch.setenv('WANDB_BASE_URL', 'http://127.0.0.1:9')  # connection refused
+    monkeypatch.delenv('WANDB_MODE', raising=False)
+    vis = Visualizer(name='wandb-unreachable', save_dir=str(tmp_path), vis_backends=[
+        dict(type='SafeWandbVisBackend', init_kwargs=dict(mode='online', project='t'))])
+    vis.add_scalars({'loss': 1.0}, step=1)
+    assert log_record(vis, RECORD)
+    vis.close()
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith('warning: wandb could not start online')]
+    assert len(warnings) == 1
+    assert list(tmp_path.glob('**/offline-run-*'))

@@ -7,7 +7,7 @@
 _base_ = ['../_base_/runtime/default.py']
 custom_imports = dict(imports=['methods', 'methods.linear_probe', 'benchmark.datasets',
                                'benchmark.hooks', 'benchmark.linear_metric',
-                               'benchmark.checkpoint_hook'],
+                               'benchmark.checkpoint_hook', 'benchmark.tracking'],
                       allow_failed_imports=False)
 # No kNN monitor: the encoder is frozen, it would log the same number every time.
 custom_hooks = [dict(type='RunInfoHook')]

@@ -2,6 +2,7 @@
 custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.sampler',
                               'benchmark.hooks', 'benchmark.knn_monitor',
                               'benchmark.checkpoint_hook', 'benchmark.preemption',
+                              'benchmark.tracking',
                               'benchmark.nan_guard'],
                       allow_failed_imports=False)
 
@@ -32,7 +33,9 @@ log_processor = dict(window_size=50, by_epoch=True)
 log_level = 'INFO'
 # wandb: online with credentials (WANDB_API_KEY / `wandb login`), else offline under the work
 # dir with one warning (tools/train.py decides; WANDB_MODE=disabled turns it off).
-vis_backends = [dict(type='LocalVisBackend'), dict(type='WandbVisBackend')]
+# SafeWandbVisBackend: mmengine's WandbVisBackend, but an unreachable server or refused
+# credentials mean one warning and offline logging instead of a crashed run.
+vis_backends = [dict(type='LocalVisBackend'), dict(type='SafeWandbVisBackend')]
 visualizer = dict(type='Visualizer', vis_backends=vis_backends)
 # diff_rank_seed: each process draws its own augmentations and MixCo lambdas (seed + rank).
 randomness = dict(seed=0, diff_rank_seed=True, deterministic=False)
