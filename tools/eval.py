@@ -26,6 +26,7 @@ from benchmark.evaluation import (DATA_NAMES, describe_run, eval_dataset_cfg,  #
 from benchmark.linear_paper import (default_linear_config, linear_work_dir,  # noqa: E402
                                     run_linear_paper)
 from benchmark.protocols import PROTOCOLS  # noqa: E402
+from benchmark.run_report import write_run_report  # noqa: E402
 from methods import build_resnet  # noqa: E402
 
 
@@ -63,8 +64,9 @@ def main(argv=None) -> int:
         merge_options(cfg, args.cfg_options)
         validate_config(cfg)
         dataset_cfg = eval_dataset_cfg(cfg, args.eval_data, args.data_root)
-        backbone = build_resnet(**cfg.model.get('backbone', {}))
         run, meta, layout = describe_run(cfg), {}, 'random-init'
+        torch.manual_seed(run['seed'])  # the same random encoder every time for 'random'
+        backbone = build_resnet(**cfg.model.get('backbone', {}))
         if args.checkpoint != 'random':
             if not osp.isfile(args.checkpoint):
                 raise FileNotFoundError(f'checkpoint {args.checkpoint} not found')
@@ -102,6 +104,9 @@ def main(argv=None) -> int:
         print(f'{name}: ' + ', '.join(f'{k}={v:.2f}' if isinstance(v, float) else f'{k}={v}'
                                       for k, v in entry['metrics'].items()))
     print(f'record: {path}')
+    # Curves come from the training logs beside one of our checkpoints; others get none.
+    logs = osp.dirname(osp.abspath(args.checkpoint)) if layout == 'mixco-bench' else None
+    print(f'report: {write_run_report(str(path), logs)}')
     return 0
 
 
