@@ -23,6 +23,7 @@ test-fast: $(STAMP)
 DEMO_RESULTS ?= results/demo
 
 demo: $(STAMP)
+	rm -rf $(DEMO_RESULTS)  # one seed per method: a rerun would count the same seed twice
 	tools/dist_train.sh configs/mocov2_r18_digits.py 2 --results-dir $(DEMO_RESULTS)
 	tools/dist_train.sh configs/mixco_r18_digits.py 2 --results-dir $(DEMO_RESULTS)
 	$(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS)

@@ -215,6 +215,15 @@ def section_kills(card: Scorecard, tmp: str, data_root: str, rng: random.Random,
         card.failures.append(f'two-process reference run failed: {done.stderr[-300:]}')
 
 
+def _first_error(stderr: str) -> Optional[str]:
+    """The exception line closing the first traceback in ``stderr``, or None."""
+    if 'Traceback' not in stderr:
+        return None
+    lines = stderr[stderr.index('Traceback'):].splitlines()
+    return next((line for line in lines[1:] if line and not line.startswith((' ', '\t'))),
+                lines[-1])
+
+
 def section_save_kills(card: Scorecard, tmp: str, data_root: str, rng: random.Random,
                        kills: int = 10, log=print) -> None:
     """SIGKILL while checkpoints are written, with max_keep_ckpts 1 and unlimited."""
@@ -228,13 +237,16 @@ def section_save_kills(card: Scorecard, tmp: str, data_root: str, rng: random.Ra
                                data_root, epochs=epochs, iter_interval=2, max_keep_ckpts=keep,
                                fault=f"dict(type='KillHook', during_save=1, delay_s={delay:.3f})")
             proc = train(cfg, work, resume=True)
+            Path(work, f'attempt-{attempt}.stderr').write_text(proc.stderr)  # for a post-mortem
             corrupt = referenced_corrupt(work)
             card.checkpoints_corrupt += len(corrupt)
             started = ('resuming from' in proc.stderr or 'starting from scratch' in proc.stderr)
-            ok = started and not corrupt and 'Traceback' not in proc.stderr.split('Killed')[0]
+            error = _first_error(proc.stderr)
+            ok = started and not corrupt and error is None and proc.returncode == -signal.SIGKILL
             survived += ok
-            card.fault(ok, f'save kill keep={keep} #{attempt}: rc {proc.returncode}, '
-                           f'corrupt {corrupt}, resume line {started}')
+            card.fault(ok, f'save kill keep={keep} #{attempt} (delay {delay:.3f} s): rc '
+                           f'{proc.returncode}, corrupt {corrupt}, resume line {started}, '
+                           f'error {error}')
         final = train(write_config(osp.join(tmp, f'save-kill-{keep}-final.py'), 'mocov2',
                                    data_root, epochs=epochs, iter_interval=2,
                                    max_keep_ckpts=keep), work, resume=True)

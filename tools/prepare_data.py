@@ -38,8 +38,8 @@ def verify(kind: str, data_root: str) -> None:
     """
     cls = DATASETS[kind]
     for split in ('train', 'val'):
-        cls.check_root(data_root, split)  # cheap layout check before anything is read
-        dataset = cls(data_root, split=split, view=None)
+        cls.check_root(data_root, split)  # the layout first, with its one-line error
+        dataset = cls(data_root, split=split, view=None)  # image folders: every file decoded
         print(f'{kind} {split}: {len(dataset.classes)} classes, {len(dataset)} images '
               f'({data_root})')
 
