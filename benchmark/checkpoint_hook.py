@@ -16,8 +16,11 @@ from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
 from .atomic_io import atomic_write_text, fsync_dir
+from .nan_guard import DivergedError
+from .preemption import any_process
 from .rng_state import capture_rng_state, restore_rng_state
 from .sampler import ResumableSampler
+from .tracking import wandb_run_id_of
 
 
 def non_finite_tensors(state_dict: dict) -> list:
@@ -90,10 +93,11 @@ class SafeCheckpointHook(CheckpointHook):
     def _write(self, runner, filename: str, by_epoch: bool, meta: Optional[dict] = None) -> None:
         model = runner.model.module if hasattr(runner.model, 'module') else runner.model
         bad = non_finite_tensors(model.state_dict())
-        if bad:
-            raise FloatingPointError(
-                f'refusing to save {filename}: non-finite values in {len(bad)} tensors '
-                f'(first: {bad[0]}) at iteration {runner.iter + 1}')
+        if any_process(bool(bad)):  # collective: every process stops, none waits in a gather
+            where = (f'{len(bad)} tensors (first: {bad[0]}) on process {get_rank()}' if bad
+                     else 'tensors of another process')
+            raise DivergedError(f'training diverged at iteration {runner.iter + 1}: refusing '
+                                f'to save {filename}, non-finite values in {where}')
         # Collective: every process hands its RNG states to rank 0, which writes them.
         self._rng_states = all_gather_object(capture_rng_state())
         path = osp.join(self.out_dir, filename)
@@ -117,6 +121,9 @@ class SafeCheckpointHook(CheckpointHook):
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if self._rng_states is not None:
             checkpoint['rng_states'] = self._rng_states
+        run_id = wandb_run_id_of(runner.visualizer)
+        if run_id:  # a resume from this checkpoint logs into the same wandb run
+            checkpoint.setdefault('meta', {})['wandb_run_id'] = run_id
 
     # -- resuming ----------------------------------------------------------------------------
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:

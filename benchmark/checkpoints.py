@@ -69,3 +69,10 @@ def load_backbone(model: nn.Module, path: str) -> str:
     check_fits(model, state)
     model.load_state_dict(state, strict=True)
     return layout
+
+
+def checkpoint_meta(path: str) -> dict:
+    """The meta block of one of our checkpoints ({} for other layouts), loaded weights-only."""
+    allow_mmengine_checkpoints()
+    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    return ckpt.get('meta', {}) if isinstance(ckpt, dict) else {}

@@ -28,15 +28,25 @@ class KillHook(Hook):
         delay_s: See ``during_save``.
         during_eval: Kill once training has ended, while the evaluation runs.
         rank: Process to kill.
+        signal_at_iter: Instead of killing, send ``sig`` to the process as iteration
+            ``signal_at_iter`` starts (a scheduler's pre-emption).
+        sig: Signal name for ``signal_at_iter``.
     """
 
     priority = 'LOWEST'
 
     def __init__(self, at_iter: Optional[int] = None, during_save: Optional[int] = None,
-                 delay_s: float = 0.0, during_eval: bool = False, rank: int = 0) -> None:
+                 delay_s: float = 0.0, during_eval: bool = False, rank: int = 0,
+                 signal_at_iter: Optional[int] = None, sig: str = 'SIGTERM') -> None:
         self.at_iter, self.during_save, self.delay_s = at_iter, during_save, delay_s
         self.during_eval, self.rank = during_eval, rank
+        self.signal_at_iter, self.sig = signal_at_iter, getattr(signal, sig)
         self._saves = 0
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if self._mine() and self.signal_at_iter is not None \
+                and runner.iter + 1 == self.signal_at_iter:
+            os.kill(os.getpid(), self.sig)  # arrives during this step, as a scheduler's would
 
     def _mine(self) -> bool:
         return int(os.environ.get('RANK', '0')) == self.rank

@@ -55,19 +55,32 @@ class PreemptionHook(Hook):
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if not any_process(self.received is not None):
             return
+        if (runner.iter + 1) % len(runner.train_dataloader) == 0:
+            return  # the epoch's last step: its end-of-epoch work runs first (after_train_epoch)
         from .checkpoint_hook import SafeCheckpointHook
         saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
-        path = saver.save_iteration(runner)
+        self._exit(runner, saver.save_iteration(runner))
+
+    def after_train_epoch(self, runner) -> None:
+        if not any_process(self.received is not None):
+            return
+        from .checkpoint_hook import SafeCheckpointHook
+        saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
+        saver._save_checkpoint(runner)  # epoch_<n>.pth (a no-op rename if the epoch saved it)
+        self._exit(runner, saver.last_ckpt)
+
+    def _exit(self, runner, path: str) -> None:
         runner.logger.warning(
             f'{self.received or "signal on another process"}: saved {path} after iteration '
             f'{runner.iter + 1}; exiting with {PREEMPTED_EXIT_CODE} (resume with --resume)')
+        markers = []
         if int(os.environ.get('RANK', '0')) == 0:
-            markers = [osp.join(runner.work_dir, PREEMPTED_MARKER)]
-            if os.environ.get('PREEMPT_MARKER'):  # set by tools/dist_train.sh
-                markers.append(os.environ['PREEMPT_MARKER'])
-            for marker in markers:
-                with open(marker, 'w') as handle:
-                    handle.write(f'{runner.iter + 1}\n')
+            markers.append(osp.join(runner.work_dir, PREEMPTED_MARKER))
+        if os.environ.get('PREEMPT_MARKER') and int(os.environ.get('LOCAL_RANK', '0')) == 0:
+            markers.append(os.environ['PREEMPT_MARKER'])  # tools/dist_train.sh of this machine
+        for marker in markers:
+            with open(marker, 'w') as handle:
+                handle.write(f'{runner.iter + 1}\n')
         if dist.is_available() and dist.is_initialized():
             dist.barrier()
         sys.stdout.flush()

@@ -30,7 +30,14 @@ def capture_rng_state() -> Dict[str, Any]:
 
 
 def restore_rng_state(state: Dict[str, Any]) -> None:
-    """Set this process's generators to a `capture_rng_state` result."""
+    """Set this process's generators to a `capture_rng_state` result.
+
+    The tensors may arrive on a GPU (mmengine loads checkpoints onto the current device);
+    the generators take CPU tensors.
+    """
+    state = {k: tuple(v.cpu() if torch.is_tensor(v) else v for v in s) if isinstance(s, tuple)
+             else [t.cpu() for t in s] if isinstance(s, list) else s.cpu()
+             for k, s in state.items()}
     version, keys, gauss = state['python']
     random.setstate((version, tuple(int(k) for k in keys.tolist()), gauss))
     kind, np_keys, pos, has_gauss, cached = state['numpy']

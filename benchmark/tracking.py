@@ -70,8 +70,26 @@ def wandb_mode() -> Tuple[str, Optional[str]]:
 RUN_ID_FILE = 'wandb_run_id'  # in the work dir: a resumed run logs into the same wandb run
 
 
-def wandb_run_id(work_dir: str, resume: bool) -> str:
-    """The wandb run id of this work dir: the stored one when resuming, else a new one (stored)."""
+def wandb_run_id_of(visualizer: Any) -> Optional[str]:
+    """The run id given to the visualizer's wandb backend, if it has one."""
+    for name in WANDB_BACKENDS:
+        backend = visualizer.get_backend(name) if visualizer is not None else None
+        if backend is not None:
+            return (getattr(backend, '_init_kwargs', None) or {}).get('id')
+    return None
+
+
+def wandb_run_id(work_dir: str, resume: bool, checkpoint: Optional[str] = None) -> str:
+    """The wandb run id: when resuming, the one in the checkpoint's meta (else the work dir's
+    stored one); otherwise a new one, stored in the work dir."""
+    if resume and checkpoint:
+        from .checkpoints import checkpoint_meta
+        try:
+            run_id = checkpoint_meta(checkpoint).get('wandb_run_id')
+        except Exception:  # noqa: BLE001 - an unreadable meta falls back to the stored id
+            run_id = None
+        if run_id:
+            return run_id
     path = os.path.join(work_dir, RUN_ID_FILE)
     if resume and os.path.isfile(path):
         with open(path) as handle:
@@ -95,7 +113,7 @@ def configure_wandb(cfg: Any) -> Optional[str]:
         return None
     mode, warning = wandb_mode()
     name = os.path.basename(os.path.normpath(cfg.work_dir))
-    run_id = wandb_run_id(cfg.work_dir, bool(cfg.get('resume')))
+    run_id = wandb_run_id(cfg.work_dir, bool(cfg.get('resume')), cfg.get('load_from'))
     for backend in backends:
         kwargs = dict(backend.get('init_kwargs') or {})
         kwargs.setdefault('mode', mode)

@@ -2,6 +2,7 @@
 import io
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -196,3 +197,24 @@ def test_concurrent_record_writers_lose_nothing(tmp_path):
     card = fc.Scorecard()
     fc.section_records(card, str(tmp_path), writers=4, each=3)
     assert card.rows_lost == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('at', [8, 5])  # the epoch's last step (8 of 8), and mid-epoch
+def test_signal_on_any_step_exits_143_and_resumes_identically(campaign, fake_tiny, tmp_path, at):
+    """Pre-empted on the last step of an epoch, the epoch's own end (scheduler, epoch
+    checkpoint) still happens before the exit, and the resumed run does not repeat the epoch."""
+    _, reference = campaign
+    work = str(tmp_path / 'run')
+    cfg = fc.write_config(str(tmp_path / 'sig.py'), 'mixco', fake_tiny,
+                          fault=f"dict(type='KillHook', signal_at_iter={at})")
+    first = fc.train(cfg, work)
+    assert first.returncode == 143, first.stderr[-2000:]
+    plain = fc.write_config(str(tmp_path / 'plain.py'), 'mixco', fake_tiny)
+    resumed = fc.train(plain, work, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert not fc.differing(fc.load_weights(reference),
+                            fc.load_weights(fc.final_checkpoint(work, 2)))
+    logs = sorted((tmp_path / 'run').glob('*/*.log'))
+    steps = re.findall(r'Epoch\(train\)\s+\[\s*\d+\]\[\s*\d+/8\]', logs[-1].read_text())
+    assert len(steps) == 16 - at  # the resumed run trains only what was left (log every step)

@@ -35,11 +35,11 @@ trap 'forward TERM' TERM
 trap 'forward USR1' USR1
 trap 'forward INT' INT
 set +e
-while true; do
-  wait "$CHILD"
-  RC=$?
-  kill -0 "$CHILD" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+while kill -0 "$CHILD" 2>/dev/null; do
+  wait "$CHILD"  # returns early (128 + signal) when a trapped signal arrives: wait again
 done
+wait "$CHILD"  # the child's own exit status (bash keeps it after the child is reaped)
+RC=$?
 if [ -e "$PREEMPT_MARKER" ]; then
   rm -f "$PREEMPT_MARKER"
   exit 143

@@ -16,8 +16,8 @@ import torch  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 
 import benchmark.datasets  # noqa: E402,F401  registers the datasets
-from benchmark.checkpoints import CheckpointMismatchError, load_backbone  # noqa: E402
-from benchmark.compat import allow_mmengine_checkpoints  # noqa: E402
+from benchmark.checkpoints import (CheckpointMismatchError, checkpoint_meta,  # noqa: E402
+                                   load_backbone)
 from benchmark.config_check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                      validate_config)
 from benchmark.datasets import DataRootError  # noqa: E402
@@ -48,13 +48,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={})
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
-
-
-def checkpoint_meta(path: str) -> dict:
-    """The meta block of one of our checkpoints ({} for other layouts)."""
-    allow_mmengine_checkpoints()
-    ckpt = torch.load(path, map_location='cpu', weights_only=True)
-    return ckpt.get('meta', {}) if isinstance(ckpt, dict) else {}
 
 
 def main(argv=None) -> int:
