@@ -218,3 +218,11 @@ def test_signal_on_any_step_exits_143_and_resumes_identically(campaign, fake_tin
     logs = sorted((tmp_path / 'run').glob('*/*.log'))
     steps = re.findall(r'Epoch\(train\)\s+\[\s*\d+\]\[\s*\d+/8\]', logs[-1].read_text())
     assert len(steps) == 16 - at  # the resumed run trains only what was left (log every step)
+
+
+def test_wandb_run_id_follows_the_checkpoint_a_run_resumes_from(tmp_path):
+    """A fresh run into the same work dir rewrote the stored id; the checkpoint still knows."""
+    ckpt = tmp_path / 'epoch_1.pth'
+    torch.save({'state_dict': {}, 'meta': {'wandb_run_id': 'abc123'}}, ckpt)
+    wandb_run_id(str(tmp_path), resume=False)  # the newer run's id, stored in the work dir
+    assert wandb_run_id(str(tmp_path), resume=True, checkpoint=str(ckpt)) == 'abc123'
