@@ -104,11 +104,16 @@ class SafeCheckpointHook(CheckpointHook):
         tmp = f'.{filename}.tmp'
         self.last_ckpt = path
         runner.message_hub.update_info('last_ckpt', path)
-        runner.save_checkpoint(self.out_dir, tmp, self.file_client_args,
-                               save_optimizer=self.save_optimizer,
-                               save_param_scheduler=self.save_param_scheduler,
-                               meta=dict(meta or {}), by_epoch=by_epoch,
-                               backend_args=self.backend_args, **self.args)
+        try:
+            runner.save_checkpoint(self.out_dir, tmp, self.file_client_args,
+                                   save_optimizer=self.save_optimizer,
+                                   save_param_scheduler=self.save_param_scheduler,
+                                   meta=dict(meta or {}), by_epoch=by_epoch,
+                                   backend_args=self.backend_args, **self.args)
+        except BaseException:  # e.g. a full disk: no half-written file stays behind
+            if is_main_process() and osp.exists(osp.join(self.out_dir, tmp)):
+                os.remove(osp.join(self.out_dir, tmp))
+            raise
         self._rng_states = None
         if not is_main_process():
             return

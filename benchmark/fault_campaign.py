@@ -111,6 +111,13 @@ def differing(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> List[st
     return [n for n in names if n not in a or n not in b or not torch.equal(a[n], b[n])]
 
 
+def remove_checkpoints(folder: str) -> None:
+    """Delete the checkpoints (and half-written temporary ones) under ``folder``."""
+    for path in glob.glob(osp.join(folder, '**', '*.pth'), recursive=True) + \
+            glob.glob(osp.join(folder, '**', '.*.tmp'), recursive=True):
+        os.remove(path)
+
+
 def referenced_corrupt(work_dir: str) -> List[str]:
     """Checkpoints that `last_checkpoint` or the file names reference but that do not load."""
     from benchmark.resume import loadable
@@ -179,6 +186,7 @@ def kill_and_resume(card: Scorecard, tmp: str, data_root: str, method: str, refe
         why = f'{len(diff)} tensors differ from the uninterrupted run (first: {diff[:1]})'
     corrupt = referenced_corrupt(work)
     card.checkpoints_corrupt += len(corrupt)
+    remove_checkpoints(work)  # compared: the logs stay, the disk space goes back
     card.fault(ok and not corrupt, f'kill {name}: {why}' + (f'; corrupt {corrupt}' if corrupt else ''))
     log(f"  kill {name:<40} {'bit-identical' if ok else 'FAILED: ' + why}")
 
@@ -253,6 +261,7 @@ def section_save_kills(card: Scorecard, tmp: str, data_root: str, rng: random.Ra
         if final.returncode != 0:
             card.failures.append(f'save kills keep={keep}: final resume failed: '
                                  f'{final.stderr[-300:]}')
+        remove_checkpoints(work)
         log(f'  {kills} kills during checkpoint writes, max_keep_ckpts={keep}: {survived} '
             f'clean resumes, final run rc {final.returncode}')
 

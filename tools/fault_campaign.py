@@ -24,6 +24,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', help='keep the runs here (default: a temporary folder)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the kill points')
+    parser.add_argument('--keep-checkpoints', action='store_true',
+                        help='leave the runs\' checkpoints on disk (GBs)')
     parser.add_argument('--quick', action='store_true',
                         help='one kill per method, 3 save kills per setting')
     args = parser.parse_args(argv)
@@ -54,6 +56,8 @@ def main(argv=None) -> int:
         print(f'  {line}')
     for failure in card.failures:
         print(f'  FAILED: {failure}')
+    if not args.keep_checkpoints:
+        fc.remove_checkpoints(tmp)  # GBs of them; the logs and configs stay
     clean = (not card.failures and card.faults_injected == card.faults_survived
              and card.checkpoints_corrupt == 0 and card.rows_lost == 0
              and card.bad_inputs_tried == card.bad_inputs_rejected)
