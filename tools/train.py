@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
+import torch.distributed as torch_dist  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmengine.dist import get_rank  # noqa: E402
 from mmengine.hooks import Hook  # noqa: E402
@@ -121,8 +122,21 @@ def main(argv=None) -> int:
         if not args.no_eval and get_rank() == 0:
             path = record_divergence(runner, cfg, args.results_dir, str(err))
             runner.logger.error(f'diverged run recorded: {path}')
+        leave_together()
         return DIVERGED_EXIT_CODE
+    leave_together()
     return 0
+
+
+def leave_together() -> None:
+    """Wait for every process (rank 0 may still be evaluating), then close the process group.
+
+    A process that exits while another still holds the gloo connection can be aborted by
+    gloo's teardown (SIGABRT), failing a run that had finished.
+    """
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        torch_dist.barrier()
+        torch_dist.destroy_process_group()
 
 
 DIVERGED_EXIT_CODE = 3
