@@ -35,16 +35,13 @@ def restore_rng_state(state: Dict[str, Any]) -> None:
     The tensors may arrive on a GPU (mmengine loads checkpoints onto the current device);
     the generators take CPU tensors.
     """
-    state = {k: tuple(v.cpu() if torch.is_tensor(v) else v for v in s) if isinstance(s, tuple)
-             else [t.cpu() for t in s] if isinstance(s, list) else s.cpu()
-             for k, s in state.items()}
     version, keys, gauss = state['python']
     random.setstate((version, tuple(int(k) for k in keys.tolist()), gauss))
     kind, np_keys, pos, has_gauss, cached = state['numpy']
-    np.random.set_state((kind, np_keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state['torch'])
+    np.random.set_state((kind, np_keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state['torch'].cpu())
     if 'cuda' in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state['cuda'])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:

@@ -5,7 +5,6 @@ python tools/eval.py configs/mixco_r18_tiny.py CKPT --eval-data cifar10 --data-r
 python tools/eval.py configs/mixco_r18_digits.py random   # the randomly initialised encoder
 """
 import argparse
-import os
 import os.path as osp
 import sys
 import tempfile
