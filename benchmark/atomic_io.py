@@ -52,3 +52,38 @@ def atomic_write_text(path: str, text: str) -> str:
         with open(tmp, 'w') as handle:
             handle.write(text)
     return atomic_write(path, write)
+
+
+def create_new(path: str, data: bytes) -> str:
+    """Create ``path`` holding ``data``, complete or not at all, never replacing a file.
+
+    The data goes to a temporary file in the same folder (flushed, fsynced), which is then
+    hard-linked to ``path``: atomic, and it fails if ``path`` exists. Where the file system has
+    no hard links, ``path`` is created with ``O_EXCL`` and written: still never an overwrite,
+    but a reader may briefly see it incomplete.
+
+    Raises:
+        FileExistsError: ``path`` exists already (it is left unchanged).
+    """
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails if path exists: never overwrites
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links on this file system: exclusive create instead
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, 'wb') as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+    finally:
+        os.unlink(tmp)
+    fsync_dir(folder)
+    return path

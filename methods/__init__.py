@@ -5,7 +5,6 @@ Importing this package registers every model in mmengine's MODELS registry.
 from .backbones import build_resnet
 from .mixco import MixCoLoss, Mixer, mix_pairs, mix_targets, mixco_loss, sample_lambda
 from .mixco_moco import MixCoMoCo
-from .linear_probe import LinearProbe
 from .mixco_simclr import MixCoSimCLR
 from .moco import MoCo, info_nce
 from .simclr import SimCLR
@@ -13,5 +12,5 @@ from .supervised import Supervised
 
 __all__ = [
     'build_resnet', 'MixCoLoss', 'Mixer', 'mix_pairs', 'mix_targets', 'mixco_loss',
-    'sample_lambda', 'LinearProbe', 'MixCoMoCo', 'MixCoSimCLR', 'MoCo', 'info_nce', 'SimCLR', 'Supervised'
+    'sample_lambda', 'MixCoMoCo', 'MixCoSimCLR', 'MoCo', 'info_nce', 'SimCLR', 'Supervised'
 ]

@@ -19,7 +19,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope='session')
 def fake_tiny(tmp_path_factory) -> str:
-    from benchmark.fakes import make_fake_tiny_imagenet
+    from benchmark.data.fakes import make_fake_tiny_imagenet
     return str(make_fake_tiny_imagenet(tmp_path_factory.mktemp('data'),
                                        num_classes=4, train_per_class=8, val_per_class=2))
 

@@ -6,7 +6,7 @@ import pytest
 from mmengine.config import Config
 from mmengine.registry import DATASETS, MODELS
 
-import benchmark.datasets  # noqa: F401
+import benchmark.data  # noqa: F401
 import methods  # noqa: F401
 from tests.conftest import ROOT
 

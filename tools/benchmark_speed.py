@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
 
-from benchmark.speed import HEADLINE, Settings, markdown, run  # noqa: E402
+from benchmark.harness.speed import HEADLINE, Settings, markdown, run  # noqa: E402
 
 PARTS = ('step', 'pipeline', 'features', 'knn')
 

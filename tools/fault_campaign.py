@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 from benchmark import fault_campaign as fc  # noqa: E402
-from benchmark.fakes import make_fake_tiny_imagenet  # noqa: E402
+from benchmark.data.fakes import make_fake_tiny_imagenet  # noqa: E402
 
 
 def main(argv=None) -> int:

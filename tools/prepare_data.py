@@ -17,7 +17,7 @@ from pathlib import Path
 # The tools run as scripts, so the repository root is not on sys.path by default.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmark.datasets import (CIFAR10, CIFAR100, DataRootError, Digits,  # noqa: E402
+from benchmark.data import (CIFAR10, CIFAR100, DataRootError, Digits,  # noqa: E402
                                 ImageFolderDataset, TinyImageNet)
 
 TINY_URL = 'http://cs231n.stanford.edu/tiny-imagenet-200.zip'

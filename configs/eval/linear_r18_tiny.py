@@ -5,10 +5,7 @@
 # upsample. Set model.checkpoint and train_dataloader.dataset.data_root (tools/eval.py
 # --protocols linear_paper does; the val split is read from the same root).
 _base_ = ['../_base_/runtime/default.py']
-custom_imports = dict(imports=['methods', 'methods.linear_probe', 'benchmark.datasets',
-                               'benchmark.hooks', 'benchmark.linear_metric',
-                               'benchmark.checkpoint_hook', 'benchmark.tracking'],
-                      allow_failed_imports=False)
+custom_imports = dict(imports=['methods', 'benchmark.components'], allow_failed_imports=False)
 # No kNN monitor: the encoder is frozen, it would log the same number every time.
 custom_hooks = [dict(type='RunInfoHook')]
 

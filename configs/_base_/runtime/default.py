@@ -1,10 +1,5 @@
 # Runtime shared by every run: hooks, logging, seeding, distributed backend.
-custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.sampler',
-                              'benchmark.hooks', 'benchmark.knn_monitor',
-                              'benchmark.checkpoint_hook', 'benchmark.preemption',
-                              'benchmark.tracking',
-                              'benchmark.nan_guard'],
-                      allow_failed_imports=False)
+custom_imports = dict(imports=['methods', 'benchmark.components'], allow_failed_imports=False)
 
 default_hooks = dict(
     timer=dict(type='IterTimerHook'),

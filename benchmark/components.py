@@ -1,0 +1,12 @@
+"""Importing this module registers every type a config can name in mmengine's registries.
+
+Configs say ``custom_imports = dict(imports=['methods', 'benchmark.components'])`` and nothing
+else, so modules can move inside the package without breaking a config.
+"""
+import methods  # noqa: F401  models: MoCo, MixCoMoCo, SimCLR, MixCoSimCLR, Supervised
+from benchmark import data  # noqa: F401  datasets and ResumableSampler
+from benchmark.engine import (checkpoint_hook, nan_guard, preemption, run_info,  # noqa: F401
+                              tracking)
+from benchmark.evaluation import knn_monitor, linear_metric, linear_probe  # noqa: F401
+
+IMPORTS = ['methods', 'benchmark.components']  # what a config's custom_imports lists

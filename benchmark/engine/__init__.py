@@ -1,0 +1,16 @@
+"""The mmengine run made safe: config checks, checkpoints, resume, hooks, wandb.
+
+| hook (registered name) | file | what it does |
+|---|---|---|
+| SafeCheckpointHook | checkpoint_hook.py | atomic checkpoints with every process's RNG states, `iter_<n>.pth`, resume mid-epoch, never saves non-finite weights |
+| NaNGuardHook | nan_guard.py | stops the run at the first non-finite loss term, before anything is saved (exit 3, diverged record) |
+| PreemptionHook | preemption.py | SIGTERM/SIGUSR1: finish the step, save through SafeCheckpointHook, exit 143 |
+| RunInfoHook | run_info.py | world size, total batch, time per epoch and peak memory into checkpoint meta |
+| SafeWandbVisBackend (a vis backend) | tracking.py | wandb online when it can, offline with one warning when it cannot |
+| KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
+
+Other modules: `config_check` (+ `config_schema`): every key and value checked before anything
+is built; `launch`: config file + command line -> checked config; `checkpoints`: read a
+backbone or meta strictly, choose the checkpoint `--resume` continues from; `compat`: the
+mmengine 0.10.7 fixes; `rng_state`: RNG states as checkpoint-safe data.
+"""

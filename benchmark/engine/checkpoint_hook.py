@@ -1,0 +1,171 @@
+"""Checkpoints that are never corrupt and resume into the run they continue.
+
+mmengine 0.10.7's CheckpointHook writes checkpoints in place, deletes the oldest one before the
+new one is complete, writes `last_checkpoint` in place, saves no RNG state and resumes
+iteration checkpoints at the start of their epoch. `SafeCheckpointHook` keeps its options
+(``interval``, ``max_keep_ckpts``, ``save_last``...) and fixes all of that.
+"""
+import glob
+import os
+import os.path as osp
+from typing import Optional
+
+import torch
+from mmengine.dist import all_gather_object, get_rank, get_world_size, is_main_process
+from mmengine.hooks import CheckpointHook
+from mmengine.registry import HOOKS
+
+from benchmark.atomic_io import atomic_write_text, fsync_dir
+from benchmark.dist import any_process, unwrap
+from benchmark.engine.nan_guard import DivergedError
+from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
+from benchmark.data.sampler import ResumableSampler
+from benchmark.layout import ITER_CHECKPOINT, LAST_CHECKPOINT
+from benchmark.engine.tracking import wandb_run_id_of
+
+
+def non_finite_tensors(state_dict: dict) -> list:
+    """Names of floating-point tensors in ``state_dict`` that hold NaN or inf."""
+    return [name for name, value in state_dict.items()
+            if torch.is_tensor(value) and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())]
+
+
+@HOOKS.register_module()
+class SafeCheckpointHook(CheckpointHook):
+    """mmengine's CheckpointHook with atomic writes, RNG states, iteration checkpoints.
+
+    * Each checkpoint is written to a temporary file in the same folder, fsynced and renamed;
+      `last_checkpoint` likewise; the oldest checkpoint is removed only after that.
+    * Every checkpoint holds the RNG states of every process (``rng_states``); resuming puts
+      them back and starts the sampler where the checkpoint left the epoch.
+    * ``iter_interval`` adds `iter_<n>.pth` every n iterations (only the newest is kept), so a
+      kill loses at most n iterations.
+    * A model with non-finite weights is never saved.
+
+    Args:
+        iter_interval: Also save every this many iterations (0: epoch checkpoints only).
+        **kwargs: mmengine `CheckpointHook` arguments (by epoch).
+    """
+
+    def __init__(self, iter_interval: int = 0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if iter_interval < 0:
+            raise ValueError(f'iter_interval must be >= 0, got {iter_interval}')
+        self.iter_interval = iter_interval
+        self._rng_states: Optional[list] = None
+        self._pending_restore: Optional[dict] = None
+
+    # -- saving ------------------------------------------------------------------------------
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        super().after_train_iter(runner, batch_idx, data_batch, outputs)
+        last_of_epoch = (runner.iter + 1) % len(runner.train_dataloader) == 0
+        if (self.iter_interval and (runner.iter + 1) % self.iter_interval == 0
+                and not (last_of_epoch and self.by_epoch)):
+            self.save_iteration(runner)
+
+    def save_iteration(self, runner) -> str:
+        """Save `iter_<n>.pth` now (after iteration n); keep only the newest one."""
+        step = runner.iter + 1
+        name = ITER_CHECKPOINT.format(step)
+        self._write(runner, name, by_epoch=False)
+        path = osp.join(self.out_dir, name)
+        if is_main_process():
+            for old in glob.glob(osp.join(self.out_dir, ITER_CHECKPOINT.format('*'))):
+                if osp.abspath(old) != osp.abspath(path):
+                    os.remove(old)
+        return path
+
+    def save_epoch(self, runner) -> str:
+        """Save the epoch checkpoint now (pre-emption at an epoch's end); return its path."""
+        self._save_checkpoint(runner)
+        return self.last_ckpt
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        # Same bookkeeping as mmengine, but the oldest file goes only once the new one is whole.
+        doomed = None
+        if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids
+                                            and self.keep_ckpt_ids[-1] == step):
+            if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
+                doomed = self.keep_ckpt_ids.popleft()
+            self.keep_ckpt_ids.append(step)
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        self._write(runner, self.filename_tmpl.format(step), by_epoch=self.by_epoch, meta=meta)
+        if doomed is not None and is_main_process():
+            old = osp.join(self.out_dir, self.filename_tmpl.format(doomed))
+            if osp.isfile(old):
+                os.remove(old)
+
+    def _write(self, runner, filename: str, by_epoch: bool, meta: Optional[dict] = None) -> None:
+        model = unwrap(runner.model)
+        bad = non_finite_tensors(model.state_dict())
+        if any_process(bool(bad)):  # collective: every process stops, none waits in a gather
+            where = (f'{len(bad)} tensors (first: {bad[0]}) on process {get_rank()}' if bad
+                     else 'tensors of another process')
+            raise DivergedError(f'training diverged at iteration {runner.iter + 1}: refusing '
+                                f'to save {filename}, non-finite values in {where}')
+        # Collective: every process hands its RNG states to rank 0, which writes them.
+        self._rng_states = all_gather_object(capture_rng_state())
+        path = osp.join(self.out_dir, filename)
+        tmp = f'.{filename}.tmp'
+        self.last_ckpt = path
+        runner.message_hub.update_info('last_ckpt', path)
+        try:
+            runner.save_checkpoint(self.out_dir, tmp, self.file_client_args,
+                                   save_optimizer=self.save_optimizer,
+                                   save_param_scheduler=self.save_param_scheduler,
+                                   meta=dict(meta or {}), by_epoch=by_epoch,
+                                   backend_args=self.backend_args, **self.args)
+        except BaseException:  # e.g. a full disk: no half-written file stays behind
+            if is_main_process() and osp.exists(osp.join(self.out_dir, tmp)):
+                os.remove(osp.join(self.out_dir, tmp))
+            raise
+        self._rng_states = None
+        if not is_main_process():
+            return
+        with open(osp.join(self.out_dir, tmp), 'rb+') as handle:
+            os.fsync(handle.fileno())
+        os.replace(osp.join(self.out_dir, tmp), path)
+        fsync_dir(self.out_dir)
+        atomic_write_text(osp.join(runner.work_dir, LAST_CHECKPOINT), path)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        if self._rng_states is not None:
+            checkpoint['rng_states'] = self._rng_states
+        run_id = wandb_run_id_of(runner.visualizer)
+        if run_id:  # a resume from this checkpoint logs into the same wandb run
+            checkpoint.setdefault('meta', {})['wandb_run_id'] = run_id
+
+    # -- resuming ----------------------------------------------------------------------------
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        if not getattr(runner, '_resume', False) or 'rng_states' not in checkpoint:
+            return
+        states = checkpoint['rng_states']
+        if len(states) != get_world_size():
+            runner.logger.warning(
+                f'checkpoint holds RNG states of {len(states)} processes, this run has '
+                f'{get_world_size()}: random draws will differ from the original run')
+            return
+        self._pending_restore = dict(rng=states[get_rank()], meta=dict(checkpoint['meta']))
+
+    def before_train(self, runner) -> None:
+        super().before_train(runner)
+        # The loader's worker seeds come from their own generator, not the global one, so
+        # building loader iterators (which a resumed run does at a different point) draws
+        # nothing from the states restored below. Augmentations are seeded per sample.
+        loader = runner.train_dataloader
+        loader.generator = torch.Generator().manual_seed(0)
+        if self._pending_restore is None:
+            return
+        meta = self._pending_restore['meta']
+        epoch, it = int(meta['epoch']), int(meta['iter'])
+        done = it - epoch * len(loader)  # batches of this epoch already trained
+        if 0 < done < len(loader):
+            sampler = loader.sampler
+            if not isinstance(sampler, ResumableSampler):
+                raise TypeError('resuming mid-epoch needs train_dataloader.sampler '
+                                f'type=ResumableSampler, got {type(sampler).__name__}')
+            sampler.resume_at(epoch, done * loader.batch_size)
+            runner.logger.info(f'resuming epoch {epoch + 1} at batch {done + 1} of {len(loader)}')
+        restore_rng_state(self._pending_restore['rng'])
+        self._pending_restore = None

@@ -1,0 +1,74 @@
+"""SIGTERM / SIGUSR1: finish the step, save a checkpoint, exit 143 so the scheduler requeues."""
+import os
+import os.path as osp
+import signal
+import sys
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+from benchmark import dist
+from benchmark.engine.checkpoint_hook import SafeCheckpointHook
+from benchmark.layout import PREEMPTED_MARKER
+
+PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a terminated job
+
+
+@HOOKS.register_module()
+class PreemptionHook(Hook):
+    """Turn SIGTERM/SIGUSR1 into "finish this step, checkpoint, exit 143" on every process.
+
+    The handler only sets a flag; after each iteration all processes agree on it (one tiny
+    all-reduce), save `iter_<n>.pth` through `SafeCheckpointHook`, write the `preempted`
+    marker and exit with code 143. Resume with `--resume`.
+
+    Args:
+        signals: Signal names to handle.
+    """
+
+    priority = 'LOWEST'  # after the iteration's own checkpoint and logging
+
+    def __init__(self, signals=('SIGTERM', 'SIGUSR1')) -> None:
+        self.signals = tuple(signals)
+        self.received = None
+
+    def _handle(self, signum, frame) -> None:  # noqa: ARG002
+        self.received = signal.Signals(signum).name
+
+    def before_train(self, runner) -> None:
+        for name in self.signals:
+            signal.signal(getattr(signal, name), self._handle)
+        marker = osp.join(runner.work_dir, PREEMPTED_MARKER)
+        if osp.exists(marker) and dist.is_main():
+            os.remove(marker)
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if not dist.any_process(self.received is not None):
+            return
+        if (runner.iter + 1) % len(runner.train_dataloader) == 0:
+            return  # the epoch's last step: its end-of-epoch work runs first (after_train_epoch)
+        saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
+        self._exit(runner, saver.save_iteration(runner))
+
+    def after_train_epoch(self, runner) -> None:
+        if not dist.any_process(self.received is not None):
+            return
+        saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
+        self._exit(runner, saver.save_epoch(runner))  # epoch_<n>.pth (again if the epoch saved it)
+
+    def _exit(self, runner, path: str) -> None:
+        runner.logger.warning(
+            f'{self.received or "signal on another process"}: saved {path} after iteration '
+            f'{runner.iter + 1}; exiting with {PREEMPTED_EXIT_CODE} (resume with --resume)')
+        markers = []
+        if dist.is_main():
+            markers.append(osp.join(runner.work_dir, PREEMPTED_MARKER))
+        if os.environ.get('PREEMPT_MARKER') and dist.local_rank() == 0:
+            markers.append(os.environ['PREEMPT_MARKER'])  # tools/dist_train.sh of this machine
+        for marker in markers:
+            with open(marker, 'w') as handle:
+                handle.write(f'{runner.iter + 1}\n')
+        dist.barrier()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(PREEMPTED_EXIT_CODE)  # no teardown that could hang on a half-gone job

@@ -1,0 +1,224 @@
+"""Describe a run, evaluate its backbone, write its record and report: the one step that
+`tools/train.py` (after pretraining) and `tools/eval.py` (any checkpoint) share."""
+import json
+import os.path as osp
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+from mmengine.config import Config
+from mmengine.dist import get_dist_info
+from mmengine.hooks import Hook
+from mmengine.registry import DATASETS
+from torch import nn
+
+from benchmark import dist, layout
+from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
+from benchmark.engine.run_info import RunInfoHook
+from benchmark.engine.tracking import log_record
+from benchmark.evaluation.features import extract_features
+from benchmark.evaluation.linear_paper import (
+    default_linear_config,
+    linear_work_dir,
+    run_linear_paper,
+)
+from benchmark.evaluation.protocols import run_protocols
+from benchmark.names import (
+    DATA_NAMES,
+    DATA_TYPES,
+    DEFAULT_PROTOCOLS,
+    FEATURE_PROTOCOLS,
+    METHOD_NAMES,
+    RANDOM_INIT,
+    protocol_name,
+)
+from benchmark.reports.records import build_record, write_record
+from benchmark.reports.run_report import write_run_report
+from methods.backbones import build_resnet
+
+EVAL_TYPES = DATA_TYPES  # evaluation data name -> registered dataset type
+
+
+def eval_dataset_cfg(cfg: Config, eval_data: Optional[str] = None,
+                     data_root: Optional[str] = None) -> dict:
+    """Dataset config for evaluation: the pretraining data, or `eval_data` (transfer)."""
+    train = cfg.train_dataloader.dataset
+    if eval_data is None:  # the pretraining data, with its bad_data policy if it has one
+        policy = {'bad_data': train.bad_data} if 'bad_data' in train else {}
+        return dict(type=train.type, data_root=data_root or train.get('data_root', ''),
+                    input_size=train.get('input_size', 224), **policy)
+    if eval_data not in DATA_TYPES:
+        raise ValueError(f'--eval-data {eval_data!r} unknown; choose from {sorted(DATA_TYPES)}')
+    if data_root is None and eval_data != 'digits':
+        raise ValueError(f'--eval-data {eval_data} needs --data-root (the folder of its files)')
+    return dict(type=DATA_TYPES[eval_data], data_root=data_root or '',
+                input_size=train.get('input_size', 224))
+
+
+def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
+                      protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
+                      batch_size: int = 256, num_workers: int = 0, seed: int = 0,
+                      figure_path: Optional[str] = None,
+                      title: str = '') -> Optional[Dict[str, dict]]:
+    """Extract features of the train and val splits (test view) and run the protocols."""
+    cls = DATASETS.get(dataset_cfg['type'])
+    splits = {}
+    for split in ('train', 'val'):
+        cls.check_root(dataset_cfg['data_root'], split)
+        policy = {'bad_data': dataset_cfg['bad_data']} if 'bad_data' in dataset_cfg else {}
+        dataset = cls(data_root=dataset_cfg['data_root'], split=split,
+                      input_size=dataset_cfg['input_size'], view='test', **policy)
+        splits[split] = extract_features(backbone, dataset, batch_size, num_workers)
+    if get_dist_info()[0] != 0:
+        return None  # every process extracts its shard; rank 0 alone runs the protocols
+    num_classes = len(dataset.classes)
+    return run_protocols(splits['train'], splits['val'], num_classes, protocols, seed=seed,
+                         figure_path=figure_path, title=title)
+
+
+def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
+    """Method, backbone, data, epochs, seed and batch of the pretraining run behind a config."""
+    meta = meta or {}
+    model = cfg.model
+    world = meta.get('world_size')
+    batch = cfg.train_dataloader.batch_size
+    return dict(
+        method=METHOD_NAMES.get(model.type, model.type),
+        backbone=f"resnet{model.get('backbone', {}).get('depth', 18)}",
+        pretrain_data=DATA_NAMES.get(cfg.train_dataloader.dataset.type,
+                                     cfg.train_dataloader.dataset.type),
+        pretrain_epochs=int(meta.get('epoch', cfg.train_cfg.get('max_epochs', 0))),
+        seed=int(cfg.get('randomness', {}).get('seed', 0) or 0),
+        world_size=world,
+        total_batch=batch * world if world else None,
+        config=osp.basename(cfg.filename) if cfg.filename else None,
+        time_s_per_epoch=meta.get('time_s_per_epoch'),
+        peak_memory_gb=meta.get('peak_memory_gb'),
+        # Image files the training data left out (bad_data=skip); None where unknown.
+        data_skipped=meta.get('data_skipped'),
+    )
+
+
+def record_evaluation(protocols: Dict[str, dict], run: dict, eval_data: str,
+                      results_dir: str = layout.RESULTS_DIR, checkpoint: Optional[str] = None,
+                      config_text: Optional[str] = None, extra: Optional[dict] = None) -> Path:
+    """Write the evaluation's record; its figures move into runs/<id>/ beside it."""
+    record = build_record(**run, eval_data=eval_data, protocols=protocols, checkpoint=checkpoint,
+                          config_text=config_text, extra=extra)
+    folder = layout.run_folder(results_dir, record['id'])
+    for entry in record['protocols'].values():
+        figure = entry['settings'].get('figure')
+        if figure and osp.isfile(figure):
+            folder.mkdir(parents=True, exist_ok=True)
+            entry['settings']['figure'] = str(Path(shutil.move(figure, folder / osp.basename(figure))))
+    return write_record(record, results_dir)
+
+
+# -- after pretraining (tools/train.py) ----------------------------------------------------------
+
+def _run_info(runner) -> RunInfoHook:
+    return next(h for h in runner.hooks if isinstance(h, RunInfoHook))
+
+
+def evaluate_run(runner, cfg: Config, results_dir: str,
+                 protocols: Sequence[str] = DEFAULT_PROTOCOLS) -> Optional[Path]:
+    """The default protocols on the pretraining data's splits; rank 0 writes the record, the
+    run report, and logs the metrics to the run's wandb run (if any)."""
+    model = dist.unwrap(runner.model)
+    info = _run_info(runner).info(runner)
+    skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
+    run = describe_run(cfg, dict(info, epoch=runner.epoch, data_skipped=skipped))
+    figure = osp.join(cfg.work_dir, layout.TSNE_FIGURE)
+    results = evaluate_backbone(model.backbone, eval_dataset_cfg(cfg), protocols,
+                                seed=run['seed'], figure_path=figure,
+                                title=f"{run['method']} {run['backbone']}")
+    if results is None:
+        return None
+    last = layout.epoch_checkpoint(cfg.work_dir, runner.epoch)
+    path = record_evaluation(results, run, run['pretrain_data'], results_dir,
+                             last if osp.isfile(last) else None, cfg.pretty_text,
+                             extra=dict(memory_kind=info['memory_kind']))
+    runner.logger.info(f'evaluation record: {path}')
+    runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
+    log_record(runner.visualizer, json.loads(Path(path).read_text()))
+    return path
+
+
+def record_divergence(runner, cfg: Config, results_dir: str, message: str) -> Path:
+    """A record with status 'diverged' (NA metrics), so the run shows instead of vanishing."""
+    run = describe_run(cfg, dict(_run_info(runner).info(runner), epoch=runner.epoch))
+    reason = f'NA(diverged at iteration {runner.iter + 1})'
+    protocols = {name: dict(settings={}, metrics=dict(top1=reason)) for name in ('knn', 'linear_fast')}
+    record = build_record(**run, eval_data=run['pretrain_data'], protocols=protocols,
+                          config_text=cfg.pretty_text, status='diverged',
+                          extra=dict(error=message))
+    return write_record(record, results_dir)
+
+
+class AfterTrain(Hook):
+    """Call a function once training has ended, before the loggers close (so the metrics reach
+    the run's still-open wandb run)."""
+
+    priority = 'LOWEST'
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def after_train(self, runner) -> None:
+        self.fn(runner)
+
+
+# -- any checkpoint (tools/eval.py) --------------------------------------------------------------
+
+def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
+                        eval_data: Optional[str] = None, data_root: Optional[str] = None,
+                        linear_config: Optional[str] = None, batch_size: int = 256,
+                        num_workers: int = 2, work_dir_of: Optional[str] = None) -> dict:
+    """Evaluate one checkpoint (ours, the authors', torchvision's) or 'random' on a dataset.
+
+    Everything that can fail on bad input (data root, checkpoint file, layout, protocol name)
+    fails before any feature is extracted.
+
+    Args:
+        cfg: The pretraining config of the checkpoint (backbone, data, seed).
+        checkpoint: A checkpoint file, or 'random' for the seeded random-init encoder.
+        protocols: Protocol names (FEATURE_PROTOCOLS, 'linear_paper'; 'tsne' is an alias).
+        eval_data: Another dataset (transfer); None: the pretraining data.
+        data_root: Root of the evaluation data.
+        linear_config: configs/eval file of 'linear_paper' (default: by eval data).
+        work_dir_of: The config path the linear probe's work dir is named after.
+
+    Returns:
+        dict(protocols=..., run=..., eval_data=..., layout=..., meta=...).
+    """
+    requested = [protocol_name(p) for p in protocols]  # 'tsne' -> 'cluster_tsne'
+    dataset_cfg = eval_dataset_cfg(cfg, eval_data, data_root)
+    run, meta, layout_name = describe_run(cfg), {}, 'random-init'
+    torch.manual_seed(run['seed'])  # the same random encoder every time for 'random'
+    backbone = build_resnet(**cfg.model.get('backbone', {}))
+    if checkpoint != 'random':
+        if not osp.isfile(checkpoint):
+            raise FileNotFoundError(f'checkpoint {checkpoint} not found')
+        layout_name = load_backbone(backbone, checkpoint)
+        meta = checkpoint_meta(checkpoint)
+        run = describe_run(cfg, meta)
+        if layout_name != 'mixco-bench':
+            run['method'] = f"{run['method']} ({layout_name})"
+    else:
+        run.update(method=RANDOM_INIT, pretrain_epochs=0)
+    eval_data = eval_data or run['pretrain_data']
+    figure = osp.join(tempfile.mkdtemp(), layout.TSNE_FIGURE)
+    feature_protocols = [p for p in requested if p in FEATURE_PROTOCOLS]
+    results = evaluate_backbone(backbone, dataset_cfg, feature_protocols, batch_size,
+                                num_workers, run['seed'], figure,
+                                f"{run['method']} {run['backbone']} on {eval_data}"
+                                ) if feature_protocols else {}
+    if 'linear_paper' in requested:
+        linear_cfg = linear_config or default_linear_config(eval_data)
+        results['linear_paper'] = run_linear_paper(
+            linear_cfg, None if checkpoint == 'random' else checkpoint,
+            dict(cfg.model.get('backbone', {})), dataset_cfg['data_root'],
+            linear_work_dir(work_dir_of or cfg.filename or 'config', checkpoint, linear_cfg))
+    return dict(protocols=results, run=run, eval_data=eval_data, layout=layout_name, meta=meta)

@@ -1,0 +1,142 @@
+"""Weighted kNN evaluation of frozen features (InstDisc, Wu et al. 2018), searched with faiss.
+
+The scores follow the InstDisc / lightly / solo-learn definition: the k training samples with the
+highest cosine similarity to a test sample each add exp(sim / temperature) to their label's score.
+"""
+from typing import Optional, Tuple, Union
+
+import faiss
+import numpy as np
+import torch
+from torch import Tensor
+
+from benchmark.evaluation.topk import topk_accuracy
+
+ArrayLike = Union[np.ndarray, Tensor]
+
+# faiss's GPU k-selection handles at most this many neighbours (GPU_MAX_SELECTION_K).
+_GPU_MAX_K = 2048
+
+
+def _as_features(x: ArrayLike, name: str) -> np.ndarray:
+    """Validate features and return them L2-normalised, float32, C-contiguous (what faiss takes).
+
+    Args:
+        x: Features of shape (N, D), numpy or torch on any device.
+        name: Argument name for error messages.
+
+    Returns:
+        Shape (N, D), float32, each row of unit norm (an all-zero row stays zero).
+    """
+    if isinstance(x, Tensor):
+        x = x.detach().to('cpu', torch.float32).numpy()
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f'knn: {name} must have shape (N, D), got {x.shape}')
+    if not np.isfinite(x).all():
+        raise ValueError(f'knn: {name} contains NaN or inf ({(~np.isfinite(x)).sum()} values); '
+                         'the encoder diverged or the features are corrupt')
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    # The clamp keeps an all-zero row at zero (similarity 0 to everything) instead of NaN.
+    return np.ascontiguousarray(x / np.maximum(norms, 1e-12))
+
+
+def _as_labels(y: ArrayLike, n: int, num_classes: int) -> Tensor:
+    """Validate labels of shape (n,) with values in [0, num_classes); return int64 on CPU."""
+    y = torch.as_tensor(y.detach().cpu() if isinstance(y, Tensor) else np.asarray(y))
+    if y.shape != (n,):
+        raise ValueError(f'knn: train_labels must have shape ({n},), got {tuple(y.shape)}')
+    if y.is_floating_point() or y.dtype == torch.bool:
+        raise ValueError(f'knn: train_labels must be integers, got {y.dtype}')
+    y = y.long()
+    if n and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError(f'knn: train_labels must lie in [0, {num_classes}), '
+                         f'got [{int(y.min())}, {int(y.max())}]')
+    return y
+
+
+def _gpu_device(use_gpu: Optional[bool], *inputs: ArrayLike) -> Optional[int]:
+    """The CUDA device to search on, or None for CPU.
+
+    GPU only when faiss was built with GPU support and sees a GPU, and either an input lives on
+    CUDA (use_gpu=None) or use_gpu=True. Without a usable GPU we fall back to CPU: the scores
+    are the same, only slower.
+    """
+    if use_gpu is False or not hasattr(faiss, 'StandardGpuResources') \
+            or faiss.get_num_gpus() == 0:
+        return None
+    cuda = [x.device.index or 0 for x in inputs if isinstance(x, Tensor) and x.is_cuda]
+    if use_gpu is None and not cuda:
+        return None
+    return cuda[0] if cuda else 0
+
+
+def _search(train: np.ndarray, test: np.ndarray, k: int,
+            device: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """Exact inner-product search.
+
+    Args:
+        train: Normalised training features of shape (N_train, D), float32.
+        test: Normalised queries of shape (N_test, D), float32.
+        k: Neighbours per query.
+        device: CUDA device for a GPU index, or None for CPU.
+
+    Returns:
+        sims (N_test, k) float32 and indices (N_test, k) int64, best first; -1 marks a
+        missing neighbour.
+    """
+    if device is None or k > _GPU_MAX_K:
+        index = faiss.IndexFlatIP(train.shape[1])
+    else:
+        # `res` must outlive the search; it stays referenced until this function returns.
+        res = faiss.StandardGpuResources()
+        config = faiss.GpuIndexFlatConfig()
+        config.device = device
+        index = faiss.GpuIndexFlatIP(res, train.shape[1], config)
+    index.add(train)
+    return index.search(test, k)
+
+
+def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_features: ArrayLike,
+                num_classes: int, k: int = 200, temperature: float = 0.1,
+                use_gpu: Optional[bool] = None) -> Tensor:
+    """Weighted kNN class scores (InstDisc), exact cosine search with faiss.
+
+    Args:
+        train_features: Shape (N_train, D), numpy or torch on any device; need not be normalised.
+        train_labels: Shape (N_train,), integers in [0, num_classes).
+        test_features: Shape (N_test, D).
+        num_classes: Number of classes C.
+        k: Neighbours that vote; clamped to N_train.
+        temperature: Vote weight is exp(cosine similarity / temperature).
+        use_gpu: None searches on GPU when an input is on CUDA and faiss sees a GPU; True asks
+            for the GPU whenever faiss sees one; False forces CPU.
+
+    Returns:
+        Scores of shape (N_test, C), float64 on CPU: score[i, c] = sum over the k nearest
+        training samples j of test sample i with label c of exp(sim_ij / temperature).
+        float64 because exp(1 / temperature) overflows float32 for temperature < 0.012.
+
+    Raises:
+        ValueError: On NaN/inf features, mismatched shapes or labels out of range.
+    """
+    if temperature <= 0 or k < 1 or num_classes < 1:
+        raise ValueError(f'knn: need temperature > 0, k >= 1, num_classes >= 1; '
+                         f'got {temperature}, {k}, {num_classes}')
+    device = _gpu_device(use_gpu, train_features, test_features)
+    train = _as_features(train_features, 'train_features')
+    test = _as_features(test_features, 'test_features')
+    if train.shape[0] == 0 or train.shape[1] != test.shape[1]:
+        raise ValueError(f'knn: train_features {train.shape} and test_features {test.shape} '
+                         'must be non-empty with the same feature dimension')
+    labels = _as_labels(train_labels, train.shape[0], num_classes)
+    sims, idx = _search(train, test, min(k, train.shape[0]), device)
+    sims, idx = torch.from_numpy(sims).double(), torch.from_numpy(idx).long()  # N_test x k
+    found = idx >= 0  # faiss pads with -1 when it has fewer than k results
+    weights = torch.where(found, (sims / temperature).exp(), torch.zeros_like(sims))
+    votes = labels[idx.clamp(min=0)]  # N_test x k; padded slots vote with weight 0
+    scores = torch.zeros(test.shape[0], num_classes, dtype=torch.float64)
+    return scores.scatter_add_(1, votes, weights)  # N_test x C
+
+
+knn_accuracy = topk_accuracy  # the name the DESIGN.md contract and older code use

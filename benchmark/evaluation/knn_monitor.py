@@ -1,0 +1,111 @@
+"""kNN accuracy of the backbone on a fixed subset of the pretraining data, logged during training.
+
+A cheap progress signal between the end-of-training evaluations: the same weighted kNN as the
+``knn`` protocol (InstDisc), but on a small bank and query set so it can run every few epochs.
+The numbers are not comparable with the full protocol's (smaller bank, fewer queries).
+"""
+from typing import Dict, Optional
+
+import numpy as np
+from mmengine.config import Config
+from mmengine.dist import get_dist_info
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+from mmengine.registry import DATASETS, HOOKS
+from torch.utils.data import Subset
+
+from benchmark.evaluation.evaluate import eval_dataset_cfg
+from benchmark.evaluation.features import extract_features
+from benchmark.evaluation.knn import knn_predict
+from benchmark.evaluation.topk import topk_accuracy
+
+
+def fixed_subset(rng: np.random.Generator, length: int, size: int) -> np.ndarray:
+    """`min(size, length)` distinct indices of range(length), sorted (dataset order)."""
+    return np.sort(rng.choice(length, size=min(size, length), replace=False))
+
+
+@HOOKS.register_module()
+class KNNMonitorHook(Hook):
+    """Log the kNN top-1/top-5 of a fixed train/val subset every `interval` epochs and at the end.
+
+    The bank is `num_train` images of the train split, the queries `num_test` images of the val
+    split, both in the test view (resize + center crop) and drawn once from `seed`, so every
+    evaluation of a run (and of its resumed part) scores the same images. Scalars
+    ``knn_monitor/top1`` and ``knn_monitor/top5`` go to the message hub and to every visualizer
+    backend (``vis_data/scalars.json``, wandb) with ``step`` = completed epochs.
+
+    Args:
+        interval: Evaluate after every `interval`-th epoch (and after the last one).
+        num_train: Images of the kNN bank (train split).
+        num_test: Query images (val split).
+        k: Neighbours that vote.
+        temperature: Vote weight is exp(cosine similarity / temperature).
+        seed: Seed of the subset choice (not of the run).
+        batch_size: Images per forward pass of the extraction.
+        num_workers: DataLoader workers of the extraction.
+    """
+
+    def __init__(self, interval: int = 1, num_train: int = 1000, num_test: int = 500,
+                 k: int = 200, temperature: float = 0.1, seed: int = 0,
+                 batch_size: int = 128, num_workers: int = 0) -> None:
+        if min(interval, num_train, num_test, k, batch_size) < 1 or temperature <= 0:
+            raise ValueError(f'KNNMonitorHook: need interval, num_train, num_test, k, batch_size '
+                             f'>= 1 and temperature > 0; got {interval}, {num_train}, '
+                             f'{num_test}, {k}, {batch_size}, {temperature}')
+        self.interval, self.num_train, self.num_test = interval, num_train, num_test
+        self.k, self.temperature, self.seed = k, temperature, seed
+        self.batch_size, self.num_workers = batch_size, num_workers
+        self.num_classes = 0
+        self._subsets: Optional[Dict[str, Subset]] = None
+
+    def subsets(self, cfg: Config) -> Dict[str, Subset]:
+        """{'train': bank subset, 'val': query subset} of the pretraining data, built once."""
+        if self._subsets is None:
+            data = eval_dataset_cfg(cfg)  # type, data_root, input_size of train_dataloader
+            cls = DATASETS.get(data['type'])
+            rng = np.random.default_rng(self.seed)
+            subsets = {}
+            for split, size in (('train', self.num_train), ('val', self.num_test)):
+                policy = {'bad_data': data['bad_data']} if 'bad_data' in data else {}
+                dataset = cls(data_root=data['data_root'], split=split,
+                              input_size=data['input_size'], view='test', **policy)
+                subsets[split] = Subset(dataset, fixed_subset(rng, len(dataset), size).tolist())
+            self.num_classes = len(dataset.classes)
+            self._subsets = subsets
+        return self._subsets
+
+    def before_train(self, runner) -> None:
+        self.subsets(runner.cfg)  # a broken val split fails now, not after the first epoch
+
+    def after_train_epoch(self, runner) -> None:
+        if self.every_n_epochs(runner, self.interval) or self.is_last_train_epoch(runner):
+            self.evaluate(runner)
+
+    def evaluate(self, runner) -> Optional[Dict[str, float]]:
+        """Extract (every process), score and log (rank 0); the scalars logged, else None."""
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        subsets = self.subsets(runner.cfg)
+        # extract_features puts the backbone in eval mode and back into its previous mode.
+        bank, bank_labels = extract_features(model.backbone, subsets['train'], self.batch_size,
+                                             self.num_workers, progress=False)
+        queries, labels = extract_features(model.backbone, subsets['val'], self.batch_size,
+                                           self.num_workers, progress=False)
+        if get_dist_info()[0] != 0:
+            return None
+        epoch = runner.epoch + 1  # after_train_epoch runs before the loop counts the epoch
+        try:
+            scores = knn_predict(bank, bank_labels, queries, self.num_classes, self.k,
+                                 self.temperature)
+            accuracy = topk_accuracy(scores, labels)
+        except ValueError as err:  # e.g. NaN features of a diverged run: log, keep training
+            runner.logger.warning(f'knn_monitor: epoch {epoch} skipped: {err}')
+            return None
+        scalars = {f'knn_monitor/{name}': value for name, value in accuracy.items()}
+        for key, value in scalars.items():
+            runner.message_hub.update_scalar(key, value)
+        runner.visualizer.add_scalars(scalars, step=epoch)
+        runner.logger.info(f'knn_monitor: epoch {epoch}: ' + '  '.join(
+            f'{name} {value:.2f}' for name, value in accuracy.items()) +
+            f' (bank {len(bank)}, queries {len(queries)}, k={self.k})')
+        return scalars

@@ -1,0 +1,104 @@
+"""Timing and memory primitives of the speed harness: drained clocks, alternation, paired ratios,
+peak bytes of a step on the CPU (profiler events) or a GPU (max_memory_allocated)."""
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence
+
+import torch
+
+
+def sync(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of fn() with the device's queue drained before and after."""
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def in_turn(items: list, round_index: int) -> list:
+    """A B C in even rounds, C B A in odd ones, so a linear drift favours no variant."""
+    return items if round_index % 2 == 0 else items[::-1]
+
+
+def paired_ratio(a: List[float], b: List[float]) -> float:
+    """Median of a[i] / b[i]: ratios of adjacent measurements cancel the machine's drift."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def own_bytes(model, optimizer, inputs: List[torch.Tensor]) -> int:
+    """Bytes of the distinct storages of weights, buffers, optimizer state and inputs."""
+    state = [v for st in optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    storages = {}
+    for t in [*model.parameters(), *model.buffers(), *state, *inputs]:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(storages.values())
+
+
+def cpu_peak_growth(fn: Callable[[], object]) -> int:
+    """Peak growth of live CPU tensor bytes while fn() runs (torch.profiler memory events).
+
+    Every allocation and free through c10's CPU allocator is an event with a signed size; the
+    running sum in time order is the live-byte growth, and its maximum is the peak (the CPU
+    analogue of max_memory_allocated). Frees of tensors allocated before profiling carry no event,
+    so call this on a step that frees only what steps allocate (one warm-up step before).
+    """
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == _EventType.Allocation and event.extra_fields.device.type == 'cpu':
+            events.append((event.start_time_ns, event.extra_fields.alloc_size))
+        stack.extend(event.children)
+    live = peak = 0
+    for _, size in sorted(events):
+        live += size
+        peak = max(peak, live)
+    return peak
+
+
+def step_peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak growth of allocated tensor bytes during fn() on `device`."""
+    if device.type != 'cuda':
+        return cpu_peak_growth(fn)
+    sync(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    fn()
+    sync(device)
+    return torch.cuda.max_memory_allocated(device) - base
+
+
+@dataclass
+class Settings:
+    """What to measure; the defaults finish in minutes on two CPU cores."""
+
+    depth: int = 18
+    input_size: int = 32
+    batch: int = 32
+    small_stem: bool = False
+    repeats: int = 20
+    warmup: int = 3
+    pipeline_rounds: int = 3
+    pipeline_iters: int = 20
+    pipeline_warmup: int = 5
+    num_workers: Optional[int] = None  # None: the config's
+    threads: Optional[int] = None  # torch and faiss threads; None: 1 on CPU, torch's on GPU
+    feature_images: int = 512
+    knn_bank: int = 50000
+    knn_queries: int = 10000
+    knn_dim: int = 512
+    knn_k: int = 200
+    knn_classes: int = 200
+    knn_chunk: int = 1000
+    knn_repeats: int = 3
+    skip: Sequence[str] = field(default_factory=tuple)  # of 'step', 'pipeline', 'features', 'knn'

@@ -1,0 +1,64 @@
+"""The floor plan: where a run writes what, named once.
+
+A training run writes ``work_dirs/<config stem>/`` (checkpoints, ``last_checkpoint``, logs, the
+``preempted`` marker, the wandb run id, ``tsne.png``); each evaluation writes one record
+``<results dir>/runs/<id>.json`` and its figures and report into ``<results dir>/runs/<id>/``;
+the leaderboard renders ``<results dir>/leaderboard.{md,csv}``.
+"""
+import os.path as osp
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO_ROOT / 'configs'
+EVAL_CONFIG_DIR = CONFIG_DIR / 'eval'
+
+WORK_DIRS = 'work_dirs'
+LAST_CHECKPOINT = 'last_checkpoint'  # in the work dir: path of the newest complete checkpoint
+PREEMPTED_MARKER = 'preempted'  # in the work dir after a SIGTERM/SIGUSR1 exit (code 143)
+WANDB_RUN_ID_FILE = 'wandb_run_id'  # in the work dir: a resumed run logs into the same wandb run
+TSNE_FIGURE = 'tsne.png'
+EPOCH_CHECKPOINT = 'epoch_{}.pth'
+ITER_CHECKPOINT = 'iter_{}.pth'
+SCAN_CACHE = '.image_scan.json'  # in a data root: results of the image pre-flight check
+
+RESULTS_DIR = 'results'
+RECORDS = 'runs'  # <results dir>/runs/<id>.json, figures in <results dir>/runs/<id>/
+REPORT = 'report.md'  # in <results dir>/runs/<id>/
+LEADERBOARD = 'leaderboard'  # <results dir>/leaderboard.md and .csv
+PAPER_RESULTS = REPO_ROOT / 'results' / 'paper_results.csv'
+
+
+def config_stem(config_path: str) -> str:
+    """configs/mixco_r18_tiny.py -> mixco_r18_tiny."""
+    return osp.splitext(osp.basename(config_path))[0]
+
+
+def default_work_dir(config_path: str) -> str:
+    """work_dirs/<config stem>."""
+    return osp.join(WORK_DIRS, config_stem(config_path))
+
+
+def epoch_checkpoint(work_dir: str, epoch: int) -> str:
+    """<work dir>/epoch_<n>.pth."""
+    return osp.join(work_dir, EPOCH_CHECKPOINT.format(epoch))
+
+
+def records_dir(results_dir: str) -> Path:
+    """<results dir>/runs: one JSON record per evaluation."""
+    return Path(results_dir) / RECORDS
+
+
+def record_path(results_dir: str, record_id: str) -> Path:
+    """<results dir>/runs/<id>.json."""
+    return records_dir(results_dir) / f'{record_id}.json'
+
+
+def run_folder(results_dir: str, record_id: str) -> Path:
+    """<results dir>/runs/<id>/: the record's figures and report."""
+    return records_dir(results_dir) / record_id
+
+
+def leaderboard_paths(results_dir: str) -> tuple:
+    """(<results dir>/leaderboard.md, <results dir>/leaderboard.csv)."""
+    base = Path(results_dir) / LEADERBOARD
+    return base.with_suffix('.md'), base.with_suffix('.csv')

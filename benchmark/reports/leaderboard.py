@@ -1,0 +1,306 @@
+"""Leaderboard tables from result records (pure functions; ``tools/leaderboard.py`` does the I/O).
+
+One row per (backbone, pretraining epochs, pretraining data, evaluation data, protocol, method,
+status) with mean ± sample std over the records (seeds) of that key; the paper's numbers join
+the same groups as labelled reference rows. A record with status 'diverged' or 'failed' forms
+its own row, so it is shown and never averaged into the runs that worked.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import statistics
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from benchmark.names import (ACCURACY, BASELINES, CLUSTER, DATA_ALIASES, METHOD_ORDER,  # noqa: F401
+                             METRIC_FORMATS, METRICS, PAPER_MIXCO, PAPER_PROTOCOLS, PROTOCOL_ORDER, PROTOCOLS,
+                             protocol_family)
+
+SUITE = 'this suite'
+PROTOCOL_LABELS = PROTOCOLS
+CLASSIFICATION = ACCURACY
+FORMATS = METRIC_FORMATS
+KEY = ('backbone', 'pretrain_epochs', 'pretrain_data', 'eval_data', 'protocol', 'method')
+Row = Dict[str, Any]
+
+
+family = protocol_family
+
+
+def main_metric(protocol: str) -> Tuple[str, bool]:
+    """The metric MixCo's Δ is taken on, and whether higher is better."""
+    return ('davies_bouldin', False) if family(protocol) == 'cluster' else ('top1', True)
+
+
+def canonical_data(name: str) -> str:
+    """One spelling per dataset, so records and the paper's rows share groups."""
+    low = str(name).strip().lower()
+    return DATA_ALIASES.get(low, low)
+
+
+def canonical_backbone(name: str) -> str:
+    """'r18', 'ResNet-18', 'resnet_18' -> 'resnet18'; other names lower-cased."""
+    low = str(name).strip().lower()
+    match = re.fullmatch(r'(?:r|resnet)[-_]?(\d+)', low)
+    return f'resnet{match.group(1)}' if match else low
+
+
+def backbone_label(name: str) -> str:
+    match = re.fullmatch(r'resnet(\d+)', name)
+    return f'ResNet-{match.group(1)}' if match else name
+
+
+def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]:
+    """Mean, sample std (ddof=1; None for one value), n and the NA reasons of one metric."""
+    n = len(values)
+    return dict(mean=statistics.fmean(values) if n else None,
+                std=statistics.stdev(values) if n > 1 else None, n=n, na=list(na), text=None)
+
+
+def _suite_key(record: Dict[str, Any], protocol: str) -> Tuple:
+    return (canonical_backbone(record['backbone']), int(record['pretrain_epochs']),
+            canonical_data(record['pretrain_data']), canonical_data(record['eval_data']),
+            protocol, str(record['method']), str(record.get('status', 'ok')))
+
+
+def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return statistics.fmean(numbers) if numbers else None
+
+
+def _suite_row(key: Tuple, records: List[Dict[str, Any]]) -> Row:
+    """One row from the records (one per seed) that share ``key``."""
+    row = dict(zip(KEY + ('status',), key), source=SUITE, label=key[5], metrics={})
+    protocol = key[4]
+    notes = []
+    for metric in METRICS:
+        values, na = [], []
+        for record in records:
+            value = record['protocols'][protocol].get('metrics', {}).get(metric)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append(float(value))
+            elif isinstance(value, str):
+                na.append(value)
+        if values or na:
+            row['metrics'][metric] = summarize(values, na)
+            notes += [f'{metric}: {reason}' for reason in dict.fromkeys(na)]
+    row.update(time_s_per_epoch=_mean(r.get('time_s_per_epoch') for r in records),
+               peak_memory_gb=_mean(r.get('peak_memory_gb') for r in records),
+               total_batch='/'.join(str(b) for b in sorted(
+                   {r['total_batch'] for r in records if r['total_batch'] is not None})),
+               seeds=sorted(r['seed'] for r in records), note='; '.join(notes))
+    return row
+
+
+def suite_rows(records: Iterable[Dict[str, Any]]) -> List[Row]:
+    """Rows of the suite's own records, one per key and status, with statistics over seeds."""
+    groups: Dict[Tuple, List[Dict[str, Any]]] = {}
+    for record in records:
+        for protocol in record['protocols']:
+            groups.setdefault(_suite_key(record, protocol), []).append(record)
+    return [_suite_row(key, group) for key, group in groups.items()]
+
+
+def _paper_key(entry: Dict[str, str]) -> Tuple:
+    method = entry['method'].strip()
+    if entry.get('mixco', '').strip().lower() == 'yes':
+        method = PAPER_MIXCO.get(method, f'mixco_{method}')
+    protocol = entry['protocol'].strip()
+    return (canonical_backbone(entry['arch']), int(entry['pretrain_epochs']),
+            canonical_data(entry['pretrain_data']), canonical_data(entry['eval_data']),
+            PAPER_PROTOCOLS.get(protocol, protocol), method)
+
+
+def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
+    """Reference rows from the paper's CSV; a result quoted by several tables is one row.
+
+    Values are kept as the paper prints them; time and memory come from Table 3.
+    """
+    rows: Dict[Tuple, Row] = {}
+    for entry in entries:
+        key = _paper_key(entry)
+        row = rows.setdefault(key, dict(
+            zip(KEY, key), status='ok', label=f'{key[5]} (paper)', metrics={}, tables=[],
+            time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
+        row['tables'].append(entry['table'].strip())
+        for metric in CLASSIFICATION:
+            text = (entry.get(metric) or '').strip()
+            if text and metric not in row['metrics']:  # the tables agree; keep the first
+                row['metrics'][metric] = dict(summarize([float(text)]), n=None, text=text)
+        for field, column in (('time_s_per_epoch', 'time_s_per_epoch'),
+                              ('peak_memory_gb', 'memory_gb_per_gpu')):
+            text = (entry.get(column) or '').strip()
+            if text and row[field] is None:
+                row[field] = float(text)
+        note = (entry.get('note') or '').strip()
+        if note and note not in row['note']:
+            row['note'] = f"{row['note']}; {note}" if row['note'] else note
+    for row in rows.values():
+        row['source'] = 'paper Table ' + ', '.join(dict.fromkeys(row.pop('tables')))
+    return list(rows.values())
+
+
+def add_deltas(rows: List[Row]) -> None:
+    """Set ``delta`` (MixCo minus its baseline, on the main metric) on MixCo rows, in place.
+
+    A suite row is compared with the suite's baseline row of the same key, a paper row with the
+    paper's; rows whose status is not 'ok' neither get nor serve as a baseline.
+    """
+    def is_paper(row: Row) -> bool:
+        return row['source'] != SUITE
+
+    index = {(tuple(r[k] for k in KEY), is_paper(r)): r for r in rows if r['status'] == 'ok'}
+    for row in rows:
+        row['delta'] = row['delta_baseline'] = row['delta_metric'] = None
+        baseline = BASELINES.get(row['method'])
+        if baseline is None or row['status'] != 'ok':
+            continue
+        key = tuple(row[k] for k in KEY[:-1]) + (baseline,)
+        other = index.get((key, is_paper(row)))
+        metric, _ = main_metric(row['protocol'])
+        mine = row['metrics'].get(metric, {}).get('mean')
+        theirs = (other or {}).get('metrics', {}).get(metric, {}).get('mean')
+        if mine is not None and theirs is not None:
+            # round: the paper's two-decimal numbers should not print as 6.859999999999999
+            row.update(delta=round(mine - theirs, 10), delta_baseline=baseline,
+                       delta_metric=metric)
+
+
+def _natural(text: str) -> Tuple:
+    """Sort key with numbers compared as numbers ('resnet18' < 'resnet101')."""
+    return tuple((0, int(part), '') if part.isdigit() else (1, 0, part)
+                 for part in re.split(r'(\d+)', text) if part)
+
+
+def _order(value: str, order: Sequence[str]) -> Tuple:
+    return (order.index(value), ()) if value in order else (len(order), _natural(value))
+
+
+def sort_key(row: Row) -> Tuple:
+    """Backbone, epochs, pretraining data, evaluation data (the pretraining data first),
+    protocol, method (each MixCo after its baseline), suite before paper, 'ok' first."""
+    return (_natural(row['backbone']), row['pretrain_epochs'], _natural(row['pretrain_data']),
+            row['eval_data'] != row['pretrain_data'], _natural(row['eval_data']),
+            _order(row['protocol'], PROTOCOL_ORDER),
+            _order(row['method'], METHOD_ORDER), row['source'] != SUITE,
+            row['status'] != 'ok', row['status'])
+
+
+def build_rows(records: Iterable[Dict[str, Any]],
+               paper: Iterable[Dict[str, str]] = ()) -> List[Row]:
+    """All leaderboard rows, sorted and with MixCo's Δ vs its baseline."""
+    rows = suite_rows(records) + paper_rows(paper)
+    add_deltas(rows)
+    return sorted(rows, key=sort_key)
+
+
+def format_stat(stat: Optional[Dict[str, Any]], metric: str) -> str:
+    """'mean ± std (n=K)', 'value (n=1)', 'NA', the paper's printed value, or '' if absent."""
+    if stat is None:
+        return ''
+    if stat['text'] is not None:
+        return stat['text']
+    if not stat['n']:
+        return 'NA'
+    fmt = FORMATS.get(metric, '.4g')
+    text = format(stat['mean'], fmt)
+    if stat['std'] is not None:
+        text += f" ± {stat['std']:{fmt}}"
+    na = f", {len(stat['na'])} NA" if stat['na'] else ''
+    return f"{text} (n={stat['n']}{na})"
+
+
+def _number(value: Optional[float], fmt: str) -> str:
+    return '' if value is None else format(value, fmt)
+
+
+def _delta_columns(rows: List[Row]) -> List[Tuple[str, str]]:
+    """(baseline, header) of the Δ columns a table needs: one per MixCo variant present."""
+    metric, higher = main_metric(rows[0]['protocol'])  # one metric family per table
+    better = 'higher' if higher else 'lower'
+    methods = {row['method'] for row in rows}
+    return [(base, f'Δ vs {base} ({metric}, {better} is better)')
+            for mixco, base in BASELINES.items() if mixco in methods]
+
+
+def _cells(row: Row, metrics: Sequence[str], deltas: List[Tuple[str, str]]) -> List[str]:
+    cells = [row['eval_data'], PROTOCOL_LABELS.get(row['protocol'], row['protocol']),
+             row['label'], row['source'], row['status']]
+    cells += [format_stat(row['metrics'].get(m), m) for m in metrics]
+    cells += [_number(row['delta'], '+' + FORMATS[row['delta_metric']])
+              if row['delta_baseline'] == base else '' for base, _ in deltas]
+    cells += [_number(row['time_s_per_epoch'], '.1f'), _number(row['peak_memory_gb'], '.2f'),
+              row['total_batch'], row['note']]
+    return [str(cell).replace('|', '\\|') for cell in cells]
+
+
+def _table(rows: List[Row], fam: str) -> List[str]:
+    """Markdown lines of one table (one metric family of one pretraining group)."""
+    metrics = CLUSTER if fam == 'cluster' else CLASSIFICATION
+    deltas = _delta_columns(rows)
+    arrows = {'davies_bouldin': ' ↓', 'calinski_harabasz': ' ↑'}
+    header = (['eval data', 'protocol', 'method', 'source', 'status']
+              + [m + arrows.get(m, '') for m in metrics] + [h for _, h in deltas]
+              + ['time s/epoch', 'peak memory GB', 'total batch', 'note'])
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    return lines + ['| ' + ' | '.join(_cells(r, metrics, deltas)) + ' |' for r in rows]
+
+
+def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/runs/*.json') -> str:
+    """The leaderboard as Markdown: one section per backbone, epochs and pretraining data.
+
+    Args:
+        rows: From ``build_rows`` (sorted).
+        generated: Date and time of generation, shown in the first line.
+        runs_glob: Where the records were read from, shown in the first line.
+    """
+    lines = [f'_Generated by tools/leaderboard.py from {runs_glob} on {generated}; '
+             'do not edit by hand (add records and rerun the tool)._', '',
+             'Cells are mean ± sample std (ddof=1) over runs with different seeds; n = number '
+             "of runs. Rows labelled '(paper)' with source 'paper Table N' are the paper's "
+             "published numbers for reference; 'this suite' rows come from our records. "
+             'Δ: MixCo minus its baseline (MoCo-v2 or SimCLR) on the same group, on the means.']
+    groups: Dict[Tuple, List[Row]] = {}
+    for row in rows:
+        groups.setdefault((row['backbone'], row['pretrain_epochs'], row['pretrain_data']),
+                          []).append(row)
+    for (backbone, epochs, data), group in groups.items():
+        lines += ['', f'## {backbone_label(backbone)} · {epochs} pretraining epochs · {data}']
+        for fam, title in (('classification', 'Accuracy (%)'), ('cluster', 'Cluster indices')):
+            subset = [row for row in group if family(row['protocol']) == fam]
+            if subset:
+                lines += ['', f'### {title}', ''] + _table(subset, fam)
+    return '\n'.join(lines) + '\n'
+
+
+CSV_COLUMNS = (list(KEY[:5]) + ['protocol_label', 'method', 'method_label', 'source', 'status']
+               + [f'{m}_{s}' for m in METRICS for s in ('mean', 'std', 'n')]
+               + ['delta_baseline', 'delta_metric', 'delta', 'time_s_per_epoch',
+                  'peak_memory_gb', 'total_batch', 'seeds', 'note'])
+
+
+def _csv_record(row: Row) -> Dict[str, Any]:
+    out = {k: row[k] for k in KEY + ('source', 'status', 'delta_baseline', 'delta_metric',
+                                      'delta', 'time_s_per_epoch', 'peak_memory_gb',
+                                      'total_batch', 'note')}
+    out.update(protocol_label=PROTOCOL_LABELS.get(row['protocol'], row['protocol']),
+               method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']))
+    for metric, stat in row['metrics'].items():
+        if metric in METRICS:
+            mean = stat['mean'] if stat['n'] != 0 else 'NA'
+            out.update({f'{metric}_mean': mean, f'{metric}_std': stat['std'],
+                        f'{metric}_n': stat['n']})
+    return {k: '' if v is None else v for k, v in out.items()}
+
+
+def render_csv(rows: List[Row]) -> str:
+    """The same rows as CSV, with separate mean, std and n columns per metric.
+
+    n is empty for the paper's rows (the paper does not say over how many runs).
+    """
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval='', lineterminator='\n')
+    writer.writeheader()
+    writer.writerows(_csv_record(row) for row in rows)
+    return buffer.getvalue()

@@ -1,0 +1,77 @@
+"""Provenance of a result: package versions, the checkout's git state, the host and device."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from typing import Any, Dict, Optional
+
+from benchmark.layout import REPO_ROOT as ROOT
+
+# Distribution names to try for each reported package (faiss ships under several names).
+PACKAGES = {'python': (), 'torch': ('torch',), 'torchvision': ('torchvision',),
+            'mmengine': ('mmengine',), 'lightly': ('lightly',),
+            'faiss': ('faiss-cpu', 'faiss-gpu-cu12', 'faiss-gpu', 'faiss'),
+            'sklearn': ('scikit-learn',), 'numpy': ('numpy',)}
+
+def package_versions() -> Dict[str, Optional[str]]:
+    """Versions of python and the packages results depend on; None where not installed."""
+    versions: Dict[str, Optional[str]] = {'python': platform.python_version()}
+    for key, dists in PACKAGES.items():
+        for dist in dists:
+            try:
+                versions[key] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                versions[key] = None
+    return versions
+
+
+def _git(*args: str) -> Optional[bytes]:
+    """Output of a read-only git command in the repository root, or None if git fails."""
+    try:  # --no-optional-locks: concurrent writers must not fight over .git/index.lock
+        proc = subprocess.run(['git', '--no-optional-locks', *args], cwd=ROOT,
+                              capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_state() -> Dict[str, Any]:
+    """``{'commit', 'dirty', 'diff_sha256'}`` of the checkout; None values outside git.
+
+    ``diff_sha256`` hashes ``git diff HEAD`` and the untracked (not ignored) files, so two runs
+    with the same commit and hash ran the same code.
+    """
+    commit = _git('rev-parse', 'HEAD')
+    status = _git('status', '--porcelain')
+    diff = _git('diff', 'HEAD', '--binary')
+    untracked = _git('ls-files', '-z', '--others', '--exclude-standard')
+    if None in (commit, status, diff, untracked):
+        return {'commit': None, 'dirty': None, 'diff_sha256': None}
+    digest = hashlib.sha256(diff)
+    for name in sorted(filter(None, untracked.split(b'\0'))):  # new files are part of the state
+        digest.update(b'\0' + name + b'\0')
+        try:
+            digest.update((ROOT / os.fsdecode(name)).read_bytes())
+        except OSError:
+            pass
+    return {'commit': commit.decode().strip(), 'dirty': bool(status.strip()),
+            'diff_sha256': digest.hexdigest()}
+
+
+def host_info() -> Dict[str, str]:
+    """The machine's name and the device evaluations ran on (``cuda:<name>`` or ``cpu``)."""
+    device = 'cpu'
+    torch = sys.modules.get('torch')
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+    if torch is not None and torch.cuda.is_available():
+        device = f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
+    return {'node': platform.node(), 'device': device}

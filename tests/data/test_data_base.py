@@ -1,0 +1,94 @@
+"""benchmark.data.base: what every dataset shares (items, seeded keys, errors, policies)."""
+import os
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from benchmark.data.base import (BAD_DATA, SKIP_HINT, BadImageError, DataRootError,
+                                 _check_policy, _examples, _identity, _ImageDataset, _load_rgb,
+                                 _split)
+from benchmark.data.sampler import SampleKey
+
+
+class _Squares(_ImageDataset):
+    """Three 8x8 images of constant grey levels 0, 100, 200 and labels 2, 0, 1."""
+
+    def __init__(self, view=None, input_size=8):
+        super().__init__(input_size, view)
+        self.classes, self.targets = ['a', 'b', 'c'], [2, 0, 1]
+
+    def _load(self, index):
+        return Image.fromarray(np.full((8, 8, 3), 100 * index, np.uint8))
+
+
+def test_item_is_the_view_of_the_image_and_its_int_label():
+    data = _Squares()
+    assert len(data) == 3 and data.metainfo == {'classes': ['a', 'b', 'c']}
+    item = data[1]
+    assert set(item) == {'inputs', 'data_samples'}
+    assert item['data_samples'] == 0 and type(item['data_samples']) is int
+    assert np.asarray(item['inputs']).max() == np.asarray(item['inputs']).min() == 100
+    assert data.transform is _identity  # view=None: the decoded image, picklable
+
+
+def test_sample_key_seeds_the_view():
+    """A random view drawn for SampleKey(i, seed) is a function of the seed only."""
+    data = _Squares(view=dict(name='mocov2', min_scale=0.5), input_size=8)
+    torch.manual_seed(0)
+    first = data[SampleKey(2, 1234)]['inputs']
+    torch.manual_seed(99)  # what the process drew before must not matter
+    again = data[SampleKey(2, 1234)]['inputs']
+    other = data[SampleKey(2, 4321)]['inputs']
+    assert data[SampleKey(2, 1234)]['data_samples'] == 1
+    for a, b in zip(first, again):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert any(not torch.equal(a, b) for a, b in zip(first, other))
+
+
+def test_split_names():
+    assert [_split(s) for s in ('train', 'val', 'test')] == ['train', 'val', 'val']
+    with pytest.raises(ValueError, match=r"^unknown split 'valid'; valid splits: train, val, test$"):
+        _split('valid')
+
+
+def test_bad_data_policy():
+    assert BAD_DATA == ('strict', 'skip')
+    for policy in BAD_DATA:
+        _check_policy(policy)
+    with pytest.raises(ValueError, match=r"^bad_data='ignore' unknown; valid: strict, skip$"):
+        _check_policy('ignore')
+    assert SKIP_HINT == 'set train_dataloader.dataset.bad_data=skip'
+
+
+def test_examples_are_relative_to_the_root():
+    paths = ['/d/root/a/1.jpg', '/d/root/b/2.jpg', '/d/root/c/3.jpg']
+    assert _examples('/d/root', paths) == f"{os.path.join('a', '1.jpg')}, {os.path.join('b', '2.jpg')}"
+    assert _examples('/d/root', paths, 1) == os.path.join('a', '1.jpg')
+
+
+def test_load_rgb_converts_grey_and_palette_images(tmp_path):
+    grey = tmp_path / 'grey.png'
+    Image.fromarray(np.full((4, 4), 77, np.uint8), mode='L').save(grey)
+    image = _load_rgb(str(grey))
+    assert image.mode == 'RGB' and np.asarray(image).tolist() == [[[77] * 3] * 4] * 4
+
+
+def test_errors_are_file_not_found_errors():
+    assert issubclass(DataRootError, FileNotFoundError)
+    assert issubclass(BadImageError, DataRootError)
+
+
+def test_bad_image_error_from_a_loader_worker_is_cut_to_one_line():
+    worker = ('Caught BadImageError in DataLoader worker process 1.\n'
+              'Original Traceback (most recent call last):\n'
+              '  File "x.py", line 3, in f\n'
+              '    raise BadImageError(msg)\n'
+              'benchmark.data.base.BadImageError: /d/a.jpg: truncated image file (x); fix it')
+    assert str(BadImageError(worker)) == \
+        '/d/a.jpg: truncated image file (x); fix it (in DataLoader worker process 1)'
+    plain = '/d/a.jpg: truncated image file (x)'
+    assert str(BadImageError(plain)) == plain
+    assert str(BadImageError('Caught BadImageError without a traceback\nsecond')) == \
+        'Caught BadImageError without a traceback\nsecond'

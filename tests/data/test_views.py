@@ -1,0 +1,66 @@
+"""The view presets: shapes, the deterministic test view, overrides, unknown names."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from benchmark.layout import REPO_ROOT
+from benchmark.data.fakes import (
+    make_fake_cifar,
+    make_fake_tiny_imagenet,
+)
+from benchmark.data.views import build_view
+
+REPO = REPO_ROOT
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory) -> str:
+    return make_fake_tiny_imagenet(tmp_path_factory.mktemp('tiny'), num_classes=4,
+                                   train_per_class=3, val_per_class=2, size=16)
+
+
+@pytest.fixture(scope='module')
+def cifar(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp('cifar')
+    make_fake_cifar(root, 'cifar10', train_per_class=2, test_per_class=1)
+    return make_fake_cifar(root, 'cifar100', train_per_class=1, test_per_class=1)
+
+
+@pytest.mark.parametrize('name, two_views', [
+    ('mocov2', True), ('simclr', True), ('linear_train', False), ('test', False)])
+def test_view_shapes(name, two_views):
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 50, 3), np.uint8))
+    out = build_view(name, 24)(image)
+    views = out if two_views else [out]
+    assert isinstance(out, list) == two_views and len(views) == (2 if two_views else 1)
+    assert all(v.shape == (3, 24, 24) and v.dtype == torch.float32 for v in views)
+
+
+def test_test_view_is_deterministic_resize_then_crop():
+    view = build_view('test', 224, normalize=None)
+    assert view.transforms[0].size == 256  # round(224 / 0.875)
+    image = Image.new('RGB', (300, 200), (255, 0, 51))
+    out = view(image)
+    torch.testing.assert_close(out, view(image))
+    torch.testing.assert_close(out[:, 0, 0], torch.tensor([1.0, 0.0, 0.2]))
+
+
+def test_unknown_view_lists_valid_names():
+    with pytest.raises(ValueError) as info:
+        build_view('moco', 32)
+    assert '\n' not in str(info.value) and 'mocov2' in str(info.value) and 'test' in str(info.value)
+
+
+def test_view_overrides_reach_the_lightly_transform():
+    """dict(name=..., **overrides) changes the transform; the preset name keeps the defaults."""
+    image = Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8)).convert('RGB')
+    torch.manual_seed(0)
+    no_flip = build_view(dict(name='mocov2', hf_prob=0.0, min_scale=1.0, cj_prob=0.0,
+                              random_gray_scale=0.0, gaussian_blur=0.0), 8, normalize=None)
+    a, b = no_flip(image)
+    assert torch.equal(a, b)  # nothing random is left, so both views are the plain image
+    with pytest.raises(ValueError, match='takes no overrides'):
+        build_view(dict(name='test', hf_prob=0.0), 8)

@@ -1,0 +1,112 @@
+"""Backbones load strictly from our, the MixCo/MoCo authors' and torchvision's checkpoints."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from torchvision.models import resnet18
+
+from benchmark.engine.checkpoints import CheckpointMismatchError, load_backbone
+from methods import MoCo, build_resnet
+from tests.conftest import ROOT
+
+
+def equal_weights(a: torch.nn.Module, b_state: dict, prefix: str = '') -> bool:
+    return all(torch.equal(v, b_state[prefix + k]) for k, v in a.state_dict().items())
+
+
+def test_our_checkpoint(tmp_path):
+    """state_dict with backbone.* (and the momentum encoder beside it) loads the query backbone."""
+    model = MoCo(backbone=dict(depth=18), queue_size=16)
+    torch.save({'state_dict': model.state_dict(), 'meta': {'epoch': 3}}, tmp_path / 'ours.pth')
+    net = build_resnet(18)
+    assert load_backbone(net, str(tmp_path / 'ours.pth')) == 'mixco-bench'
+    assert equal_weights(net, model.state_dict(), 'backbone.')
+
+
+def test_authors_checkpoint(tmp_path):
+    """The authors' MoCo/MixCo layout: module.encoder_q.* with the MLP head under fc.*."""
+    source = resnet18()
+    state = {f'module.encoder_q.{k}': v for k, v in source.state_dict().items() if not k.startswith('fc.')}
+    state.update({'module.encoder_q.fc.0.weight': torch.randn(512, 512),
+                  'module.encoder_q.fc.2.weight': torch.randn(128, 512),
+                  'module.encoder_k.conv1.weight': torch.randn(64, 3, 7, 7),
+                  'module.queue': torch.randn(128, 4096)})
+    torch.save({'epoch': 200, 'arch': 'resnet18', 'state_dict': state,
+                'optimizer': torch.optim.SGD(source.parameters(), lr=0.1).state_dict()},
+               tmp_path / 'authors.pth.tar')
+    net = build_resnet(18)
+    assert load_backbone(net, str(tmp_path / 'authors.pth.tar')) == 'moco-authors'
+    assert equal_weights(net, source.state_dict())
+
+
+def test_torchvision_state_dict(tmp_path):
+    """A plain torchvision ResNet state dict (classifier dropped)."""
+    source = resnet18()
+    torch.save(source.state_dict(), tmp_path / 'tv.pth')
+    net = build_resnet(18)
+    assert load_backbone(net, str(tmp_path / 'tv.pth')) == 'torchvision'
+    assert equal_weights(net, source.state_dict())
+
+
+def test_wrong_architecture_names_counts_and_first_shape(tmp_path):
+    """R18 weights into an R50 backbone: counts of missing/unexpected keys in one message."""
+    torch.save(resnet18().state_dict(), tmp_path / 'tv.pth')
+    with pytest.raises(CheckpointMismatchError, match=r'\d+ missing keys .*\d+ unexpected keys'):
+        load_backbone(build_resnet(50), str(tmp_path / 'tv.pth'))
+
+
+def test_wrong_stem_reports_first_shape_mismatch(tmp_path):
+    """An ImageNet-stem checkpoint into a small-stem backbone names conv1's shapes."""
+    torch.save(resnet18().state_dict(), tmp_path / 'tv.pth')
+    with pytest.raises(CheckpointMismatchError, match=r'conv1.weight: checkpoint \(64, 3, 7, 7\)'):
+        load_backbone(build_resnet(18, small_stem=True), str(tmp_path / 'tv.pth'))
+
+
+def test_unknown_layout(tmp_path):
+    torch.save({'state_dict': {'encoder.weight': torch.ones(1)}}, tmp_path / 'x.pth')
+    with pytest.raises(CheckpointMismatchError, match='unknown checkpoint layout'):
+        load_backbone(build_resnet(18), str(tmp_path / 'x.pth'))
+
+
+@pytest.mark.slow
+def test_eval_tool_on_authors_checkpoint(tmp_path, subprocess_env):
+    """tools/eval.py takes an external checkpoint and writes a record naming its layout."""
+    source = resnet18()
+    state = {f'module.encoder_q.{k}': v for k, v in source.state_dict().items()}
+    torch.save({'state_dict': state}, tmp_path / 'authors.pth.tar')
+    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r18_digits.py',
+                           str(tmp_path / 'authors.pth.tar'), '--results-dir', str(tmp_path),
+                           '--protocols', 'knn', 'cluster', '--num-workers', '0'],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(next((tmp_path / 'runs').glob('*.json')).read_text())
+    assert record['extra']['checkpoint_layout'] == 'moco-authors'
+    assert record['method'] == 'mixco (moco-authors)'
+    assert 0 <= record['protocols']['knn']['metrics']['top1'] <= 100
+
+
+def test_eval_tool_mismatch_is_one_line(tmp_path, subprocess_env):
+    torch.save(resnet18().state_dict(), tmp_path / 'tv.pth')
+    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r50_tiny.py',
+                           str(tmp_path / 'tv.pth'), '--results-dir', str(tmp_path)],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith('error:'), proc.stderr
+
+
+@pytest.mark.slow
+def test_eval_tool_transfer_to_cifar(tmp_path, subprocess_env):
+    """--eval-data cifar10 probes the encoder on CIFAR-10 files (the paper's transfer rows)."""
+    from benchmark.data.fakes import make_fake_cifar
+    root = make_fake_cifar(tmp_path / 'data', 'cifar10', train_per_class=6, test_per_class=2)
+    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r18_tiny.py', 'random',
+                           '--eval-data', 'cifar10', '--data-root', str(root), '--results-dir',
+                           str(tmp_path), '--protocols', 'knn', 'linear_fast', '--num-workers', '0',
+                           '--cfg-options', 'train_dataloader.dataset.input_size=32'],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(next((tmp_path / 'runs').glob('*.json')).read_text())
+    assert (record['pretrain_data'], record['eval_data']) == ('tiny-imagenet', 'cifar10')
+    assert set(record['protocols']) == {'knn', 'linear_fast'}

@@ -1,0 +1,105 @@
+"""The mmengine workarounds in benchmark/compat.py: each test fails without its fix."""
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.logging import MessageHub
+
+from benchmark.engine.compat import (
+    allow_mmengine_checkpoints,
+    history_buffer_statistic,
+    setup_cpu_distributed,
+)
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def mmengine_checkpoint(tmp_path):
+    """A checkpoint holding what mmengine's Runner saves: weights plus the message hub."""
+    hub = MessageHub.get_instance('compat-test')
+    hub.update_scalar('train/loss', 1.5)
+    hub.update_info('epoch', 3)
+    path = tmp_path / 'ckpt.pth'
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'message_hub': hub.state_dict(),
+                'meta': {'epoch': 3}}, path)
+    return path
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-c', textwrap.dedent(code)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_stock_torch_load_fails_on_mmengine_checkpoint(mmengine_checkpoint):
+    """Without the allow-list torch>=2.6 refuses mmengine's checkpoint (mmengine#1655)."""
+    proc = run_python(f'''
+        import torch
+        torch.load({str(mmengine_checkpoint)!r})
+    ''')
+    assert proc.returncode != 0 and 'Weights only load failed' in proc.stderr
+
+
+def test_allow_list_loads_mmengine_checkpoint(mmengine_checkpoint):
+    """With the allow-list the same file loads with weights_only=True and keeps its logs."""
+    allow_mmengine_checkpoints()
+    ckpt = torch.load(mmengine_checkpoint, weights_only=True)
+    assert torch.equal(ckpt['state_dict']['w'], torch.ones(2))
+    assert ckpt['message_hub']['log_scalars']['train/loss'].current() == 1.5
+
+
+class _Payload:
+    """Pickles as a call to os.system: what a malicious checkpoint does."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f'touch {self.marker}',)
+
+
+def test_malicious_checkpoint_is_refused_and_nothing_runs(tmp_path):
+    """A pickle that would run a shell command is refused; the command never runs."""
+    marker = tmp_path / 'pwned'
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'x': _Payload(marker)}, path)
+    allow_mmengine_checkpoints()
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(path)
+    assert not marker.exists()
+
+
+def test_getattr_stand_in_only_serves_history_buffer_statistics():
+    """The getattr stand-in refuses any look-up other than HistoryBuffer's statistics."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    assert history_buffer_statistic(HistoryBuffer, 'mean') is HistoryBuffer.mean
+    with pytest.raises(pickle.UnpicklingError):
+        history_buffer_statistic(HistoryBuffer, '__init__')
+    import os
+    with pytest.raises(pickle.UnpicklingError):
+        history_buffer_statistic(os, 'system')
+
+
+def test_cpu_distributed_uses_gloo_and_no_device_ids(monkeypatch):
+    """Without CUDA a torchrun launch gets gloo and DDP(device_ids=None); 'none' is untouched."""
+    cfg = Config(dict(env_cfg=dict(dist_cfg=dict(backend='nccl'))))
+    setup_cpu_distributed(cfg, 'none')
+    assert cfg.env_cfg.dist_cfg.backend == 'nccl' and 'model_wrapper_cfg' not in cfg
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    monkeypatch.setattr(torch.distributed, 'is_initialized', lambda: True)
+    setup_cpu_distributed(cfg, 'pytorch')
+    assert cfg.env_cfg.dist_cfg.backend == 'gloo'
+    assert cfg.model_wrapper_cfg['device_ids'] is None
+    assert cfg.model_wrapper_cfg['type'] == 'MMDistributedDataParallel'
+
+
+def test_gpu_path_keeps_nccl(monkeypatch):
+    """With CUDA present nothing changes: mmengine's NCCL path runs as shipped."""
+    cfg = Config(dict(env_cfg=dict(dist_cfg=dict(backend='nccl'))))
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    setup_cpu_distributed(cfg, 'pytorch')
+    assert cfg.env_cfg.dist_cfg.backend == 'nccl' and 'model_wrapper_cfg' not in cfg

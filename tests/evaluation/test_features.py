@@ -1,0 +1,63 @@
+"""Feature extraction: eval mode, dataset order, and two processes equal one."""
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from benchmark.evaluation.features import extract_features
+
+
+class TensorDataset(torch.utils.data.Dataset):
+    def __init__(self, n: int = 11):
+        gen = torch.Generator().manual_seed(0)
+        self.images = torch.randn(n, 3, 4, 4, generator=gen)
+        self.labels = torch.arange(n) % 3
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return dict(inputs=self.images[i], data_samples=int(self.labels[i]))
+
+
+def backbone() -> nn.Module:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 5, 3), nn.BatchNorm2d(5), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten())
+    net[1].running_mean.uniform_(-1, 1)  # eval-mode BN then differs visibly from train mode
+    return net
+
+
+def test_features_in_order_eval_mode_and_mode_restored():
+    """Features equal the eval-mode forward of each sample alone, in order; train mode is back."""
+    net, data = backbone(), TensorDataset()
+    feats, labels = extract_features(net, data, batch_size=4, progress=False)
+    assert net.training
+    net.eval()
+    expected = torch.cat([net(data.images[i:i + 1]) for i in range(len(data))])
+    torch.testing.assert_close(feats, expected)
+    assert torch.equal(labels, data.labels)
+
+
+def worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    dist.init_process_group('gloo', rank=rank, world_size=2)
+    feats, labels = extract_features(backbone(), TensorDataset(), batch_size=2, progress=False)
+    torch.save((feats, labels), os.path.join(out, f'{rank}.pt'))
+    dist.destroy_process_group()
+
+
+def test_two_processes_gather_the_same_features(tmp_path):
+    """Each process extracts a shard; both end with all 11 rows in dataset order."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    mp.start_processes(worker, args=(port, str(tmp_path)), nprocs=2, start_method='spawn')
+    feats, labels = extract_features(backbone(), TensorDataset(), batch_size=4, progress=False)
+    for rank in range(2):
+        got_feats, got_labels = torch.load(tmp_path / f'{rank}.pt')
+        torch.testing.assert_close(got_feats, feats)
+        assert torch.equal(got_labels, labels)
