@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 from benchmark.views import VIEW_NAMES
 from methods.backbones import build_resnet, RESNETS
 from methods.mixco import LAMBDA_DISTRIBUTIONS, LAMBDA_SCOPES, PAIRINGS, TARGET_MODES
+from methods.unmix import SCHEDULES
 
 Rule = Callable[[Any, str], None]
 
@@ -271,6 +272,12 @@ def _momentum(value: Any, path: str) -> None:
         raise ConfigError(f'{path} must be in [0, 1), got {value}')
 
 
+def _probability(value: Any, path: str) -> None:
+    _number(value, path)
+    if not 0 <= value <= 1:
+        raise ConfigError(f'{path} must be in [0, 1], got {value}')
+
+
 def _int_at_least(low: int, none_ok: bool = False) -> Rule:
     def rule(value: Any, path: str) -> None:
         if value is None and none_ok:
@@ -312,7 +319,11 @@ MODEL_RULES = dict(temperature=_positive, mix_temperature=_positive, mix_alpha=_
                    queue_size=_int_at_least(1), feature_dim=_int_at_least(1),
                    num_classes=_int_at_least(2), mix_lambda=_one_of(LAMBDA_DISTRIBUTIONS),
                    mix_lambda_scope=_one_of(LAMBDA_SCOPES), mix_pairing=_one_of(PAIRINGS),
-                   mix_target=_one_of(TARGET_MODES))
+                   mix_target=_one_of(TARGET_MODES),
+                   # i-Mix, Un-Mix, MoCHi (methods/imix.py, unmix.py, mochi.py)
+                   mix_schedule=_one_of(SCHEDULES), mix_global_prob=_probability,
+                   mix_hardest=_int_at_least(1), mix_synthetic=_int_at_least(0),
+                   mix_query_synthetic=_int_at_least(0), mix_warmup_epochs=_int_at_least(0))
 BACKBONE_RULES = dict(depth=_one_of(tuple(RESNETS)))
 LOADER_RULES = dict(batch_size=_int_at_least(1), num_workers=_int_at_least(0))
 DATASET_RULES = dict(input_size=_int_at_least(8), split=_one_of(SPLITS), view=_view)
