@@ -10,6 +10,9 @@ METHODS: Dict[str, Tuple[str, str]] = {
     'Supervised': ('supervised', 'supervised'),
     'MoCo': ('mocov2', 'MoCo-v2'),
     'MixCoMoCo': ('mixco', 'MixCo (MoCo-v2)'),
+    'IMixMoCo': ('imix', 'i-Mix (MoCo-v2)'),
+    'UnMixMoCo': ('unmix', 'Un-Mix (MoCo-v2)'),
+    'MoCHiMoCo': ('mochi', 'MoCHi (MoCo-v2)'),
     'SimCLR': ('simclr', 'SimCLR'),
     'MixCoSimCLR': ('mixco_simclr', 'MixCo (SimCLR)'),
 }
@@ -18,7 +21,8 @@ METHOD_NAMES = {kind: name for kind, (name, _) in METHODS.items()}
 METHOD_LABELS = {name: label for name, label in METHODS.values()}
 METHOD_ORDER = ('supervised', RANDOM_INIT, *[n for n in METHOD_NAMES.values() if n != 'supervised'])
 # Each MixCo variant and the baseline it is compared with (Δ columns, paired differences).
-BASELINES = {'mixco': 'mocov2', 'mixco_simclr': 'simclr'}
+BASELINES = {'mixco': 'mocov2', 'imix': 'mocov2', 'unmix': 'mocov2', 'mochi': 'mocov2',
+             'mixco_simclr': 'simclr'}
 
 # Registered dataset type -> (record name, suffix of its configs/eval/linear_r18_<suffix>.py
 # or None where the suite ships no linear config).

@@ -11,13 +11,14 @@ import methods  # noqa: F401
 from tests.conftest import ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
-NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised)_r(18|34|50)_(tiny|digits)\.py$')
+NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised|imix|unmix|mochi)_r(18|34|50)_'
+                  r'(tiny|digits)\.py$')
 PAPER = {p for p in CONFIGS if p.name.endswith('_tiny.py')}
 
 
 def test_configs_exist():
-    """The paper's 5 methods x 3 backbones plus the demo configs."""
-    assert len(PAPER) == 15 and len(CONFIGS) >= 17
+    """The paper's 5 methods x 3 backbones, the 3 MixCo siblings on R18, the demo configs."""
+    assert len(PAPER) == 18 and len(CONFIGS) >= 23
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.name)
@@ -50,7 +51,7 @@ def test_paper_hyperparameters(path: Path):
     opt = cfg.optim_wrapper.optimizer
     assert (opt.momentum, opt.weight_decay) == (0.9, 1e-4)
     kind = cfg.model.type
-    if kind in ('MoCo', 'MixCoMoCo'):
+    if kind in ('MoCo', 'MixCoMoCo', 'IMixMoCo', 'UnMixMoCo', 'MoCHiMoCo'):
         assert opt.lr == 0.015 and cfg.model.temperature == 0.2
         assert (cfg.model.queue_size, cfg.model.key_momentum, cfg.model.feature_dim) == (65536, 0.999, 128)
     if kind in ('SimCLR', 'MixCoSimCLR'):

@@ -27,9 +27,11 @@ from benchmark.data.views import VIEW_NAMES
 from benchmark.engine.config_schema import (ConfigError, Rule, _check_component, _check_keys,  # noqa: F401
                                             _check_kwargs, _check_types, _hint, _int_at_least,
                                             _join, _momentum, _non_negative, _number, _one_line,
-                                            _one_of, _parameters, _positive, _require_dict)
+                                            _one_of, _parameters, _positive, _probability,
+                                            _require_dict)
 from methods.backbones import build_resnet, RESNETS
 from methods.mixco import LAMBDA_DISTRIBUTIONS, LAMBDA_SCOPES, PAIRINGS, TARGET_MODES
+from methods.unmix import SCHEDULES
 
 # Top level: Runner's arguments, the keys Runner reads from its cfg (`self.cfg.get(...)`), the
 # config file's own keys, and `vis_backends`, a helper variable of configs/_base_/runtime.
@@ -155,7 +157,11 @@ MODEL_RULES = dict(temperature=_positive, mix_temperature=_positive, mix_alpha=_
                    queue_size=_int_at_least(1), feature_dim=_int_at_least(1),
                    num_classes=_int_at_least(2), mix_lambda=_one_of(LAMBDA_DISTRIBUTIONS),
                    mix_lambda_scope=_one_of(LAMBDA_SCOPES), mix_pairing=_one_of(PAIRINGS),
-                   mix_target=_one_of(TARGET_MODES))
+                   mix_target=_one_of(TARGET_MODES),
+                   # i-Mix, Un-Mix, MoCHi (methods/imix.py, unmix.py, mochi.py)
+                   mix_schedule=_one_of(SCHEDULES), mix_global_prob=_probability,
+                   mix_hardest=_int_at_least(1), mix_synthetic=_int_at_least(0),
+                   mix_query_synthetic=_int_at_least(0), mix_warmup_epochs=_int_at_least(0))
 BACKBONE_RULES = dict(depth=_one_of(tuple(RESNETS)))
 LOADER_RULES = dict(batch_size=_int_at_least(1), num_workers=_int_at_least(0))
 DATASET_RULES = dict(input_size=_int_at_least(8), split=_one_of(SPLITS), view=_view)

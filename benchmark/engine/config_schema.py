@@ -184,6 +184,12 @@ def _momentum(value: Any, path: str) -> None:
         raise ConfigError(f'{path} must be in [0, 1), got {value}')
 
 
+def _probability(value: Any, path: str) -> None:
+    _number(value, path)
+    if not 0 <= value <= 1:
+        raise ConfigError(f'{path} must be in [0, 1], got {value}')
+
+
 def _int_at_least(low: int, none_ok: bool = False) -> Rule:
     def rule(value: Any, path: str) -> None:
         if value is None and none_ok:

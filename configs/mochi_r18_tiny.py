@@ -1,0 +1,6 @@
+# MoCHi on MoCo-v2 (Kalantidis et al., NeurIPS 2020), ResNet-18, Tiny-ImageNet, 100 epochs.
+# Differs from mocov2_r18_tiny.py only in the model's type and MoCHi fields: (N, s, s') =
+# (1024, 1024, 512) at the same K = 65536, mixing from epoch 10 on.
+_base_ = ['./mocov2_r18_tiny.py']
+model = dict(type='MoCHiMoCo', mix_hardest=1024, mix_synthetic=1024, mix_query_synthetic=512,
+             mix_warmup_epochs=10)
