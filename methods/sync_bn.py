@@ -3,8 +3,8 @@
 The MixCo authors' SimCLR converts its model with `nn.SyncBatchNorm.convert_sync_batchnorm`, so
 each forward pass normalises with the mean and variance of that pass's batch on all GPUs.
 torch's `nn.SyncBatchNorm` raises on CPU tensors, and the suite also trains as CPU processes over
-gloo; `SyncBatchNorm` here keeps torch's module on GPUs and adds a CPU path built from a
-differentiable all-reduce. With one process (or in eval mode) both are plain BatchNorm.
+gloo; `SyncBatchNorm` here runs torch's implementation on GPUs and adds a CPU path built from
+a differentiable all-reduce. With one process (or in eval mode) both are plain BatchNorm.
 """
 from typing import Optional
 
@@ -41,21 +41,40 @@ def sync_batch_stats(x: Tensor, group=None) -> tuple:
     return mean, var, float(count)
 
 
-class SyncBatchNorm(nn.SyncBatchNorm):
-    """`nn.SyncBatchNorm` that also synchronises CPU processes (gloo).
+class SyncBatchNorm(_BatchNorm):
+    """BatchNorm whose training statistics span every process, on GPUs and on CPU processes.
 
-    On GPUs torch's implementation runs. On CPU, in training mode with more than one process,
-    the batch statistics come from `sync_batch_stats`; the running mean and the unbiased running
-    variance are updated as BatchNorm updates them, with the global count. Otherwise (one
-    process, eval mode) it is BatchNorm's own forward.
+    GPU tensors run `nn.SyncBatchNorm.forward` (torch's implementation) on this module's state.
+    CPU tensors, in training mode with more than one process, take the statistics from
+    `sync_batch_stats` and update the running mean and the unbiased running variance as
+    BatchNorm does, with the global count. Otherwise (one process, eval mode) it is
+    BatchNorm's own forward. Not an `nn.SyncBatchNorm` subclass: DistributedDataParallel
+    refuses those on CPU.
+
+    Args:
+        As `nn.SyncBatchNorm`.
     """
+
+    # torch's GPU path needs these two of its class; they read only this module's state.
+    _check_non_zero_input_channels = nn.SyncBatchNorm._check_non_zero_input_channels
+    _torch_sync_forward = nn.SyncBatchNorm.forward
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+                 affine: bool = True, track_running_stats: bool = True,
+                 process_group: Optional[object] = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self.process_group = process_group
+
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.dim() < 2:
+            raise ValueError(f'SyncBatchNorm expected at least 2D input, got {x.dim()}D')
 
     def forward(self, x: Tensor) -> Tensor:
         if x.device.type != 'cpu':
-            return super().forward(x)
+            return self._torch_sync_forward(x)
         group = self.process_group or (dist.group.WORLD if dist.is_initialized() else None)
         if not (self.training and group is not None and dist.get_world_size(group) > 1):
-            return _BatchNorm.forward(self, x)  # plain BatchNorm, as nn.BatchNorm2d runs it
+            return super().forward(x)  # plain BatchNorm, as nn.BatchNorm2d runs it
         self._check_input_dim(x)
         mean, var, count = sync_batch_stats(x, group)
         if self.track_running_stats:

@@ -11,7 +11,8 @@ import methods  # noqa: F401
 from tests.conftest import ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
-NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised)_r(18|34|50)_(tiny|digits)\.py$')
+NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised)_r(18|34|50)_(tiny|digits|imagenet)'
+                  r'(_\d+e)?\.py$')  # _<epochs>e: a longer schedule than the paper's default
 PAPER = {p for p in CONFIGS if p.name.endswith('_tiny.py')}
 
 

@@ -18,6 +18,7 @@ from mmengine.registry import MODELS
 
 import methods  # noqa: F401  registers the models
 import methods.mixco
+from methods.sync_bn import SyncBatchNorm
 
 ROOT = Path(__file__).resolve().parents[2]
 B, SIZE = 8, 16  # per-step batch and image side: the only things shrunk
@@ -183,10 +184,10 @@ def test_lightly_options_build_lightlys_simclr():
                         gather_negatives=True, sync_bn=False)
     assert model.criterion.gather_distributed and model.joint_forward
     assert sum(isinstance(m, torch.nn.BatchNorm1d) for m in model.projection_head.modules()) == 2
-    assert not any(isinstance(m, torch.nn.SyncBatchNorm) for m in model.modules())
+    assert not any(isinstance(m, SyncBatchNorm) for m in model.modules())
     authors = from_config('simclr_r18_tiny.py')
     assert not authors.criterion.gather_distributed
-    assert all(isinstance(m, torch.nn.SyncBatchNorm) for m in authors.backbone.modules()
+    assert all(isinstance(m, SyncBatchNorm) for m in authors.backbone.modules()
                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
 
 

@@ -72,12 +72,23 @@ def test_one_process_is_plain_batch_norm(momentum):
     torch.testing.assert_close(synced(x), plain(x), atol=0, rtol=0)
 
 
+def test_torch_gpu_path_runs_on_this_module():
+    """The GPU branch (torch's nn.SyncBatchNorm.forward on this module's state) works; without a
+    process group it is BatchNorm, which a CPU tensor can check: same output and stats."""
+    plain = nn.BatchNorm2d(4, momentum=None).double()
+    synced = convert_sync_bn(copy.deepcopy(plain))
+    x = data(2 * N_LOCAL)[0].repeat(1, 2, 1, 1)  # (6, 4, 6, 6)
+    for _ in range(2):
+        torch.testing.assert_close(synced._torch_sync_forward(x), plain(x), atol=0, rtol=0)
+    torch.testing.assert_close(synced.running_var, plain.running_var, atol=0, rtol=0)
+
+
 def test_convert_shares_tensors_and_keeps_state_dict_keys():
     """Parameters are the same objects; state_dict keys match, so checkpoints stay loadable."""
     plain = small_net()
     weight = plain[1].weight
     synced = convert_sync_bn(plain)
-    assert synced[1].weight is weight and isinstance(synced[1], nn.SyncBatchNorm)
+    assert synced[1].weight is weight and isinstance(synced[1], SyncBatchNorm)
     assert list(synced.state_dict()) == list(small_net().state_dict())
 
 
