@@ -32,6 +32,7 @@ DATASETS: Dict[str, Tuple[str, object]] = {
     'CIFAR100': ('cifar100', 'cifar100'),
     'Digits': ('digits', 'digits'),
     'ImageFolderDataset': ('imagefolder', None),
+    'ImageNet': ('imagenet', None),  # configs/eval/linear_r50_imagenet.py: pass --linear-config
 }
 DATA_NAMES = {kind: name for kind, (name, _) in DATASETS.items()}
 DATA_TYPES = {name: kind for kind, name in DATA_NAMES.items()}

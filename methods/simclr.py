@@ -1,5 +1,13 @@
-"""SimCLR (Chen et al. 2020) with lightly's projection head and NT-Xent loss."""
-from typing import Dict, List, Optional
+"""SimCLR (Chen et al. 2020) as the MixCo authors ran it (their simclr/ code), plus options.
+
+The authors' step (defaults): each view goes through the encoder in its own forward pass, so
+BatchNorm statistics are per pass; BatchNorm is synchronised across processes (statistics over
+every process's copy of that pass); the projection head is Linear(bias) -> ReLU -> Linear(bias);
+NT-Xent uses each process's local batch as negatives and averages over its 2N rows.
+NOTE: lightly's SimCLR (this file's former behaviour) is `joint_forward=True`,
+`head_batch_norm=True`, `gather_negatives=True`, `sync_bn=False`.
+"""
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -9,6 +17,7 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from .base import EncoderModel
+from .sync_bn import convert_sync_bn
 
 
 def positive_accuracy(z_a: Tensor, z_b: Tensor) -> Tensor:
@@ -22,12 +31,20 @@ def positive_accuracy(z_a: Tensor, z_b: Tensor) -> Tensor:
 
 @MODELS.register_module()
 class SimCLR(EncoderModel):
-    """SimCLR: one encoder, both views in one forward pass, NT-Xent over all processes' batches.
+    """SimCLR: one encoder, NT-Xent between the projections of two views.
 
     Args:
         backbone: Keyword arguments of `build_resnet`.
         feature_dim: Output dimension of the projection head.
         temperature: tau of NT-Xent (0.5 in the MixCo authors' SimCLR scripts).
+        joint_forward: One encoder pass over all of a step's batches (views a and b, and in
+            MixCo the mixed ones); False (authors): one pass per batch.
+        head_batch_norm: lightly's head Linear -> BN -> ReLU -> Linear -> BN without biases;
+            False (authors): Linear(bias) -> ReLU -> Linear(bias).
+        gather_negatives: NT-Xent over the embeddings of all processes (lightly's gather);
+            False (authors): each process's local batch only.
+        sync_bn: BatchNorm statistics over all processes (`methods.sync_bn`; plain
+            BatchNorm with one process); False: each process's own batch.
         data_preprocessor: mmengine data preprocessor config.
         init_cfg: mmengine init config.
     """
@@ -36,24 +53,53 @@ class SimCLR(EncoderModel):
                  backbone: Optional[dict] = None,
                  feature_dim: int = 128,
                  temperature: float = 0.5,
+                 joint_forward: bool = False,
+                 head_batch_norm: bool = False,
+                 gather_negatives: bool = False,
+                 sync_bn: bool = True,
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(backbone, data_preprocessor, init_cfg)
         if temperature <= 0:
             raise ValueError(f'model.temperature must be > 0, got {temperature}')
         dim = self.backbone.feature_dim
-        self.projection_head = SimCLRProjectionHead(dim, dim, feature_dim)
-        # Negatives come from every process; lightly's gather keeps gradients correct.
-        self.criterion = NTXentLoss(temperature=temperature, gather_distributed=True)
+        self.projection_head = SimCLRProjectionHead(dim, dim, feature_dim,
+                                                    batch_norm=head_batch_norm)
+        if sync_bn:  # the authors' convert_sync_batchnorm(model)
+            self.backbone = convert_sync_bn(self.backbone)
+            self.projection_head = convert_sync_bn(self.projection_head)
+        # lightly's gather keeps gradients correct across processes.
+        self.criterion = NTXentLoss(temperature=temperature, gather_distributed=gather_negatives)
         self.temperature = temperature
+        self.joint_forward = joint_forward
 
     def embed(self, x: Tensor) -> Tensor:
-        """Normalised projections (N, D) with gradient."""
+        """Normalised projections (N, D) with gradient, in one encoder pass."""
         return F.normalize(self.projection_head(self.backbone(x)), dim=1)
+
+    def embed_passes(self, batches: Sequence[Tensor],
+                     passes: Sequence[Sequence[int]]) -> List[Tensor]:
+        """Embed batches in the given grouping of encoder passes.
+
+        Args:
+            batches: The step's batches, e.g. [x_a, x_b].
+            passes: Indices into `batches`, one list per forward pass, run in this order; the
+                batches of one pass share its BatchNorm statistics, e.g. [[0], [1]] or [[0, 1]].
+
+        Returns:
+            The normalised projections of `batches[i]` at position i.
+        """
+        out: List[Optional[Tensor]] = [None] * len(batches)
+        for group in passes:
+            z = self.embed(torch.cat([batches[i] for i in group]))  # (sum of sizes, D)
+            for i, z_i in zip(group, z.split([batches[i].shape[0] for i in group])):
+                out[i] = z_i
+        return out
 
     def contrast(self, x_a: Tensor, x_b: Tensor) -> Dict[str, Tensor]:
         """Loss terms of one step (MixCo overrides this)."""
-        z_a, z_b = self.embed(torch.cat([x_a, x_b])).chunk(2)  # (B, D) each
+        passes = [[0, 1]] if self.joint_forward else [[0], [1]]
+        z_a, z_b = self.embed_passes([x_a, x_b], passes)  # (B, D) each
         return dict(loss_inst=self.criterion(z_a, z_b), acc_inst=positive_accuracy(z_a, z_b))
 
     def loss(self, inputs: List[Tensor], data_samples=None) -> Dict[str, Tensor]:

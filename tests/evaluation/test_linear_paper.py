@@ -23,7 +23,7 @@ from benchmark.evaluation.linear_probe import LinearProbe
 from tests.conftest import ROOT
 
 EVAL_CONFIGS = sorted((ROOT / 'configs' / 'eval').glob('*.py'))
-NAME = re.compile(r'^linear_r(18|34|50)_(tiny|cifar10|cifar100|digits)\.py$')
+NAME = re.compile(r'^linear_r(18|34|50)_(tiny|cifar10|cifar100|digits|imagenet)\.py$')
 TINY_RUN = {'train_cfg.max_epochs': 2, 'train_dataloader.batch_size': 64,
             'train_dataloader.dataset.input_size': 16,  # the val split follows
             'train_dataloader.num_workers': 0, 'train_dataloader.persistent_workers': False,

@@ -73,12 +73,16 @@ def views(b=4, seed=1):
 
 
 # ----------------------------------------------------------------------------- SimCLR
+@pytest.mark.parametrize('joint', (False, True))
 @pytest.mark.parametrize('tau', (0.1, 0.5))
-def test_simclr_loss_matches_naive_nt_xent(tau):
-    """loss_inst equals the naive NT-Xent on the model's own embeddings."""
-    model = build(SimCLR, temperature=tau)
+def test_simclr_loss_matches_naive_nt_xent(tau, joint):
+    """loss_inst equals the naive NT-Xent on the model's own embeddings (same BN passes)."""
+    model = build(SimCLR, temperature=tau, joint_forward=joint)
     x_a, x_b = views()
-    z_a, z_b = model.embed(torch.cat([x_a, x_b])).chunk(2)  # same batch as the model's forward
+    if joint:
+        z_a, z_b = model.embed(torch.cat([x_a, x_b])).chunk(2)  # one pass, as the model's
+    else:
+        z_a, z_b = model.embed(x_a), model.embed(x_b)  # a pass per view, as the model's
     losses = model([x_a, x_b], mode='loss')
     assert abs(losses['loss_inst'].item() - naive_nt_xent(z_a, z_b, tau).item()) < 1e-6
 
