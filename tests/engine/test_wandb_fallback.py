@@ -32,8 +32,8 @@ RECORD = dict(id='r1', method='moco', backbone='resnet18', pretrain_data='digits
               protocols={'knn': {'settings': {}, 'metrics': {'top1': 50.0}}})
 
 
-def http_server(answer):
-    """A threaded HTTP server on 127.0.0.1; `answer(body) -> (status, json bytes)` for every POST."""
+def http_server(answer) -> tuple:
+    """A threaded HTTP server on 127.0.0.1: `answer(body) -> (status, json bytes)` per POST."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name
             status, body = answer(self.rfile.read(int(self.headers.get('Content-Length') or 0)))
@@ -54,7 +54,7 @@ def http_server(answer):
     return server.server_address[1], lambda: (server.shutdown(), server.server_close())
 
 
-def silent_server():
+def silent_server() -> tuple:
     """Accepts connections (the backlog) and never reads or answers."""
     sock = socket.socket()
     sock.bind(('127.0.0.1', 0))
