@@ -4,9 +4,15 @@ Training and the results/ records never depend on wandb: without credentials the
 offline (one warning line; `wandb sync` uploads it later), and evaluation metrics reach the
 same wandb run as the training curves when a wandb backend is configured.
 """
+import base64
+import json
 import netrc
 import os
 import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -19,34 +25,128 @@ from benchmark.engine.checkpoints import checkpoint_meta
 from benchmark.layout import WANDB_RUN_ID_FILE
 
 WANDB_BACKENDS = ('WandbVisBackend', 'SafeWandbVisBackend')
-INIT_TIMEOUT_S = 20  # wandb's default is 90 s; an unreachable server costs this much once
+INIT_TIMEOUT_S = 20  # wandb's default is 90 s; a server that fails after the probe costs this
+PROBE_TIMEOUT_S = 3.0  # the probe's hard bound (DNS, connect and answer together)
+VIEWER_QUERY = b'{"query": "query Viewer { viewer { id } }"}'
 
 
 @VISBACKENDS.register_module()
 class SafeWandbVisBackend(WandbVisBackend):
     """mmengine's WandbVisBackend that falls back to offline when wandb cannot start online.
 
-    An unreachable server or refused credentials make `wandb.init` raise, which would end the
-    training run inside mmengine's first log call. Here it costs one warning line and the run
-    logs offline (`wandb sync` uploads it later); records in results/ never depend on wandb.
+    Upstream (wandb 0.31): with an unreachable server, HTTP 5xx or a refused key `wandb.init`
+    retries until its init timeout (the resume-status query of `resume='allow'` takes 10+ s
+    even with `init_timeout=3`), then raises, which would end the training run inside
+    mmengine's first log call. The wandb-core service also keeps the failed run registered
+    under its id (since wandb 0.26.1 a second `wandb.init` with that id raises
+    `run ID ... is in use`), and `wandb.finish()` cannot release it: no run was returned.
+    And its telemetry exporter, set up for the global mode, asks the server again at exit.
+    So a short probe (the GraphQL viewer query with the key, `PROBE_TIMEOUT_S`) goes first;
+    if it fails, or `wandb.init` fails anyway, the run logs offline under the same id after
+    one warning line (`wandb sync` uploads it later); records in results/ never depend on wandb.
     """
 
     def _init_env(self) -> None:
         self._init_kwargs = dict(self._init_kwargs or {})
-        if self._init_kwargs.get('mode', 'online') == 'online':
-            self._init_kwargs.setdefault('settings', dict(init_timeout=INIT_TIMEOUT_S))
+        mode = self._init_kwargs.get('mode') or os.environ.get('WANDB_MODE') or 'online'
+        if mode != 'online':
+            super()._init_env()
+            return
+        problem = probe_wandb_server(*wandb_server_and_key(self._init_kwargs))
+        if problem:
+            self._init_offline(problem)
+            return
+        self._init_kwargs.setdefault('settings', dict(init_timeout=INIT_TIMEOUT_S))
         try:
             super()._init_env()
         except Exception as err:  # noqa: BLE001 - wandb raises many types here
             import wandb
             first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ''
-            print(f'warning: wandb could not start online ({type(err).__name__}: {first}); '
-                  'logging offline under the work dir, upload later with `wandb sync`',
-                  file=sys.stderr, flush=True)
-            wandb.finish()
-            self._init_kwargs['mode'] = 'offline'
-            self._init_kwargs.pop('settings', None)
-            super()._init_env()
+            try:  # stops wandb-core, which still holds the failed run's id
+                wandb.teardown()
+            except (Exception, SystemExit):  # noqa: BLE001 - it exits on wandb-core's failure
+                pass
+            self._init_offline(f'{type(err).__name__}: {first}')
+
+    def _init_offline(self, reason: str) -> None:
+        print(f'warning: wandb could not start online ({reason}); logging offline under the '
+              'work dir, upload later with `wandb sync`', file=sys.stderr, flush=True)
+        import wandb
+        # wandb's process-wide telemetry exporter follows the global mode (WANDB_MODE), not
+        # the run's, and at exit asks the server with a 10 s timeout: go offline as a whole.
+        wandb.setup(settings=wandb.Settings(mode='offline'))
+        self._init_kwargs['mode'] = 'offline'
+        self._init_kwargs.pop('settings', None)
+        super()._init_env()
+
+
+def wandb_server_and_key(init_kwargs: Dict[str, Any]) -> Tuple[str, Optional[str]]:
+    """The server URL and API key `wandb.init(**init_kwargs)` would use (key None if unknown).
+
+    The key comes from the run's settings, WANDB_API_KEY, or the netrc entry for the server's
+    host (`wandb login`); other credentials (an identity token file) give None.
+    """
+    settings = init_kwargs.get('settings')
+    settings = settings if isinstance(settings, dict) else {}
+    try:
+        from wandb.sdk import wandb_setup
+        base = wandb_setup.singleton().settings  # env vars and wandb's settings files
+        base_url, key = base.base_url, base.api_key
+    except Exception:  # noqa: BLE001 - a wandb without this layout: the environment alone
+        base_url, key = os.environ.get('WANDB_BASE_URL', 'https://api.wandb.ai'), None
+    base_url = settings.get('base_url') or base_url
+    key = settings.get('api_key') or key or os.environ.get('WANDB_API_KEY')
+    if not key:
+        try:
+            entry = netrc.netrc(os.environ.get('NETRC')).authenticators(
+                urllib.parse.urlsplit(base_url).hostname or '')
+            key = entry[2] if entry else None
+        except (OSError, netrc.NetrcParseError):
+            key = None
+    return base_url.rstrip('/'), key
+
+
+def probe_wandb_server(base_url: str, api_key: Optional[str],
+                       timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
+    """None if the server accepts the key (the viewer query answers with a user), else why not.
+
+    Without a key only reachability is checked: any answer below HTTP 500 passes. Runs in a
+    daemon thread so DNS and slow answers are bounded by `timeout` too.
+    """
+    request = urllib.request.Request(f'{base_url}/graphql', data=VIEWER_QUERY, method='POST',
+                                     headers={'Content-Type': 'application/json'})
+    if api_key:
+        token = base64.b64encode(f'api:{api_key}'.encode()).decode()
+        request.add_header('Authorization', f'Basic {token}')
+    result: List[Optional[str]] = []
+
+    def ask() -> None:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read(1 << 16)
+        except urllib.error.HTTPError as err:
+            if not api_key and err.code < 500:
+                result.append(None)  # it answers; wandb.init judges the other credentials
+            elif err.code in (401, 403):
+                result.append(f'{base_url} refused the API key: HTTP {err.code}')
+            else:
+                result.append(f'{base_url} answered HTTP {err.code}')
+            return
+        except Exception as err:  # noqa: BLE001 - refused, reset, DNS, TLS, timeout
+            reason = getattr(err, 'reason', err)
+            result.append(f'{base_url} unreachable: {type(reason).__name__}: {reason}'[:200])
+            return
+        try:
+            viewer = (json.loads(body).get('data') or {}).get('viewer')
+        except (ValueError, AttributeError):
+            viewer = None
+        result.append(None if viewer or not api_key else
+                      f'{base_url} did not accept the API key (no viewer in its answer)')
+
+    thread = threading.Thread(target=ask, name='wandb-probe', daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else f'{base_url} did not answer within {timeout:g} s'
 
 
 def has_wandb_credentials() -> bool:
