@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from mmengine.visualization import Visualizer
 
-from benchmark import tracking
-from benchmark.tracking import PROBE_TIMEOUT_S, log_record, probe_wandb_server
+from benchmark.engine import tracking
+from benchmark.engine.tracking import PROBE_TIMEOUT_S, log_record, probe_wandb_server
 from tests.conftest import ROOT
 
 KEY = 'k' * 40
