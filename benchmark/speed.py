@@ -71,7 +71,17 @@ class Settings:
     knn_classes: int = 200
     knn_chunk: int = 1000
     knn_repeats: int = 3
+    precision: str = 'fp32'  # or 'bf16': autocast (bare steps) / CPUCapableAmpOptimWrapper (Runner)
+    channels_last: bool = False  # model and image batches in NHWC (benchmark/channels_last.py)
+    views: str = 'pil'  # or 'gpu': the pipeline config gets VIEWS_OPTIONS['gpu']
     skip: Sequence[str] = field(default_factory=tuple)  # of 'step', 'pipeline', 'features', 'knn'
+
+
+PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare step
+# Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
+# TODO(lead): GPU views: fill in the gpu-views branch's override, e.g. {'model.data_preprocessor':
+# ..., 'train_dataloader.dataset.view': ...}; until then --views gpu is refused.
+VIEWS_OPTIONS: Dict[str, Optional[dict]] = {'pil': {}, 'gpu': None}
 
 
 def sync(device: torch.device) -> None:
@@ -111,18 +121,26 @@ def model_cfg(method: str, s: Settings) -> Config:
 def build_step(method: str, s: Settings, device: torch.device):
     """(model, SGD optimizer) built from the method's config, on `device`, in training mode."""
     import methods  # noqa: F401  registers the models
+    from benchmark.channels_last import use_channels_last
     cfg = model_cfg(method, s)
     torch.manual_seed(0)
     model = MODELS.build(cfg.model).to(device).train()
+    if s.channels_last:
+        use_channels_last(model)
     opt_cfg = dict(cfg.optim_wrapper.optimizer)
     opt_cfg.pop('type')
     params = [p for p in model.parameters() if p.requires_grad]
     return model, torch.optim.SGD(params, **opt_cfg)
 
 
-def train_step(model, optimizer, inputs: List[torch.Tensor]) -> None:
-    """What mmengine's OptimWrapper does with the loss dict: sum, backward, step, zero_grad."""
-    losses = model.loss(inputs)
+def train_step(model, optimizer, inputs: List[torch.Tensor],
+               dtype: Optional[torch.dtype] = None) -> None:
+    """What mmengine's (Amp)OptimWrapper does with the loss dict: sum, backward, step, zero_grad.
+
+    dtype: autocast dtype of the forward (None: float32); bf16 needs no loss scaling.
+    """
+    with torch.autocast(inputs[0].device.type, dtype=dtype, enabled=dtype is not None):
+        losses = model.loss(inputs)
     sum(v for k, v in losses.items() if 'loss' in k).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -174,21 +192,28 @@ def step_peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) - base
 
 
+def step_inputs(inputs: List[torch.Tensor], s: Settings) -> List[torch.Tensor]:
+    """The views as a bare step feeds them to `model.loss` (which skips the forward pre-hook)."""
+    from benchmark.channels_last import to_channels_last
+    return to_channels_last(inputs) if s.channels_last else inputs
+
+
 def bench_steps(s: Settings, device: torch.device) -> Dict[str, dict]:
     """Bare-step seconds (alternating the four methods) and peak memory of each method."""
     gen = torch.Generator().manual_seed(0)
     inputs = [torch.randn(s.batch, 3, s.input_size, s.input_size, generator=gen).to(device)
               for _ in range(2)]
+    inputs, dtype = step_inputs(inputs, s), PRECISIONS[s.precision]
     steps = {m: build_step(m, s, device) for m in METHODS}
     times: Dict[str, List[float]] = {m: [] for m in METHODS}
     for r in range(s.warmup + s.repeats):
         for m, (model, opt) in in_turn(list(steps.items()), r):
-            t = timed(lambda: train_step(model, opt, inputs), device)
+            t = timed(lambda: train_step(model, opt, inputs, dtype), device)
             if r >= s.warmup:
                 times[m].append(t)
     out = {}
     for m, (model, opt) in steps.items():
-        growth = step_peak_bytes(lambda: train_step(model, opt, inputs), device)
+        growth = step_peak_bytes(lambda: train_step(model, opt, inputs, dtype), device)
         base = own_bytes(model, opt, inputs)
         sec = statistics.median(times[m])
         out[m] = dict(seconds_per_step=sec, images_per_s=s.batch / sec, step_seconds=times[m],
@@ -205,8 +230,10 @@ class ThroughputHook(Hook):
 
     priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
 
-    def __init__(self, warmup: int, bare_steps: int, device: torch.device) -> None:
+    def __init__(self, warmup: int, bare_steps: int, device: torch.device,
+                 settings: Optional[Settings] = None) -> None:
         self.warmup, self.bare_steps, self.device = warmup, bare_steps, device
+        self.settings = settings or Settings()
         self.stamps: List[float] = []
         self.waits: List[float] = []  # IterTimerHook's data_time: waiting for the loader
         self.bare: List[float] = []
@@ -223,9 +250,10 @@ class ThroughputHook(Hook):
 
     def after_train_epoch(self, runner) -> None:
         model = runner.model.module if hasattr(runner.model, 'module') else runner.model
-        inputs = model.data_preprocessor(self.last_batch, True)['inputs']
-        opt = runner.optim_wrapper.optimizer
-        self.bare = [timed(lambda: train_step(model, opt, inputs), self.device)
+        inputs = step_inputs(model.data_preprocessor(self.last_batch, True)['inputs'],
+                             self.settings)
+        opt, dtype = runner.optim_wrapper.optimizer, PRECISIONS[self.settings.precision]
+        self.bare = [timed(lambda: train_step(model, opt, inputs, dtype), self.device)
                      for _ in range(self.bare_steps + 1)][1:]
 
     def data_wait_fraction(self) -> float:
@@ -259,6 +287,15 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     cfg.custom_hooks = [h for h in cfg.get('custom_hooks', []) if h['type'] != 'KNNMonitorHook']
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
     cfg.update(work_dir=work_dir, experiment_name=name, log_level='WARNING', launcher='none')
+    if s.precision == 'bf16':  # as configs/*_fast.py
+        cfg.optim_wrapper.update(type='CPUCapableAmpOptimWrapper', dtype='bfloat16',
+                                 loss_scale=dict(enabled=False))
+    if s.channels_last:
+        cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
+    if VIEWS_OPTIONS[s.views] is None:
+        raise ValueError(f'--views {s.views}: its config override is not filled in yet '
+                         '(benchmark/speed.py VIEWS_OPTIONS)')
+    cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     return cfg
 
 
@@ -267,7 +304,7 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     """(end-to-end images/s, bare-step seconds, data-wait share) of one epoch of a fresh Runner."""
     from mmengine.runner import Runner
     runner = Runner.from_cfg(pipeline_cfg(method, s, data_root, work_dir, name))
-    hook = ThroughputHook(s.pipeline_warmup, max(3, s.repeats // 4), device)
+    hook = ThroughputHook(s.pipeline_warmup, max(3, s.repeats // 4), device, s)
     runner.register_hook(hook)
     runner.train()
     loader_iter = getattr(runner.train_dataloader, '_iterator', None)
@@ -337,9 +374,12 @@ def bench_knn(s: Settings) -> dict:
     from lightly.utils.benchmarking import knn_predict as lightly_knn
 
     from benchmark.knn import knn_predict
-    gpu = torch.cuda.is_available() and hasattr(faiss, 'StandardGpuResources') \
-        and faiss.get_num_gpus() > 0
-    device = torch.device('cuda' if gpu else 'cpu')  # faiss-cpu: all three on the CPU
+    # knn_predict searches on a GPU whenever there is one: faiss's GPU index, else torch's exact
+    # search (faiss-cpu); so all three run on the GPU when there is one, else on the CPU.
+    gpu = torch.cuda.is_available()
+    faiss_gpu = gpu and hasattr(faiss, 'StandardGpuResources') and faiss.get_num_gpus() > 0
+    search = ('faiss-gpu' if faiss_gpu else 'torch') if gpu else 'faiss-cpu'
+    device = torch.device('cuda' if gpu else 'cpu')
     faiss.omp_set_num_threads(torch.get_num_threads())
     gen = torch.Generator().manual_seed(0)
     bank = F.normalize(torch.randn(s.knn_bank, s.knn_dim, generator=gen), dim=1).to(device)
@@ -368,7 +408,7 @@ def bench_knn(s: Settings) -> dict:
     mismatched, unexplained = knn_mismatches(res['scores'], res['ours'], res['theirs'],
                                              bank.cpu(), queries.cpu(), k)
     matmul_s = statistics.median(times['matmul'])
-    return dict(device=str(device), faiss_threads=faiss.omp_get_max_threads(),
+    return dict(device=str(device), search=search, faiss_threads=faiss.omp_get_max_threads(),
                 torch_threads=torch.get_num_threads(), bank=s.knn_bank, queries=s.knn_queries,
                 dim=s.knn_dim, k=k, classes=s.knn_classes, lightly_chunk=s.knn_chunk,
                 seconds=times, **{f'median_{n}_s': statistics.median(v) for n, v in times.items()},
@@ -438,7 +478,9 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
 def markdown(result: dict, s: Settings) -> str:
     """The paper's Table 3 form: method, time/step, images/s, peak memory, ratio vs baseline."""
     lines = [f'Speed and memory: ResNet-{s.depth}{" (small stem)" if s.small_stem else ""}, '
-             f'{s.input_size} px, batch {s.batch} per process; {result["device"]}.', '',
+             f'{s.input_size} px, batch {s.batch} per process, {s.precision}'
+             f'{", channels_last" if s.channels_last else ""}, {s.views} views; '
+             f'{result["device"]}.', '',
              f'Peak memory: {result["memory_kind"]}.', '']
     if 'steps' in result:
         lines += ['| Method | MixCo | Time/step (ms) | Images/s | Peak memory (MiB) | '
