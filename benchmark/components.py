@@ -5,8 +5,8 @@ else, so modules can move inside the package without breaking a config.
 """
 import methods  # noqa: F401  models: MoCo, MixCoMoCo, SimCLR, MixCoSimCLR, Supervised
 from benchmark import data  # noqa: F401  datasets and ResumableSampler
-from benchmark.engine import (checkpoint_hook, nan_guard, preemption, run_info,  # noqa: F401
-                              tracking)
+from benchmark.engine import (channels_last, checkpoint_hook, compat, nan_guard,  # noqa: F401
+                              preemption, run_info, tracking)
 from benchmark.evaluation import knn_monitor, linear_metric, linear_probe  # noqa: F401
 
 IMPORTS = ['methods', 'benchmark.components']  # what a config's custom_imports lists

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .precision import at_least_float32, float32_region
+
 LAMBDA_DISTRIBUTIONS = ('uniform', 'beta')
 LAMBDA_SCOPES = ('pair', 'batch')
 TARGET_MODES = ('soft', 'weighted_hard')
@@ -104,12 +106,22 @@ def mixco_loss(q_mix: Tensor,
             (i-Mix style: lam * CE(., i) + (1 - lam) * CE(., M + i)); both give the same value.
 
     Returns:
-        Scalar loss.
+        Scalar loss, float32 also under autocast (logits and targets are computed in float32).
     """
     m = q_mix.shape[0]
     if keys.shape[0] != 2 * m or lam.shape != (m,):
         raise ValueError(f'need keys (2M, D) and lam (M,) for M={m}, '
                          f'got keys {tuple(keys.shape)} and lam {tuple(lam.shape)}')
+    with float32_region(q_mix):
+        return _mixco_loss_float32(*map(at_least_float32, (q_mix, keys, lam)),
+                                   None if negatives is None else at_least_float32(negatives),
+                                   temperature, in_batch_negatives, target_mode)
+
+
+def _mixco_loss_float32(q_mix: Tensor, keys: Tensor, lam: Tensor, negatives: Optional[Tensor],
+                        temperature: float, in_batch_negatives: bool, target_mode: str) -> Tensor:
+    """Body of `mixco_loss`, on inputs of float32 or float64 with autocast off."""
+    m = q_mix.shape[0]
     if in_batch_negatives:
         logits = q_mix @ keys.t()  # (M, 2M)
         first, second = torch.arange(m, device=q_mix.device), torch.arange(m, 2 * m, device=q_mix.device)

@@ -16,6 +16,7 @@ from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from .base import EncoderModel
+from .precision import at_least_float32, float32_region
 
 
 def info_nce(q: Tensor, k: Tensor, queue: Tensor, temperature: float) -> Tuple[Tensor, Tensor]:
@@ -28,13 +29,15 @@ def info_nce(q: Tensor, k: Tensor, queue: Tensor, temperature: float) -> Tuple[T
         temperature: tau.
 
     Returns:
-        (loss, top-1 accuracy of picking the positive).
+        (loss, top-1 accuracy of picking the positive), float32 also under autocast.
     """
-    l_pos = (q * k).sum(1, keepdim=True)  # (B, 1)
-    l_neg = q @ queue.t()  # (B, K)
-    logits = torch.cat([l_pos, l_neg], 1) / temperature  # (B, 1 + K)
-    labels = torch.zeros(q.shape[0], dtype=torch.long, device=q.device)
-    loss = F.cross_entropy(logits, labels)
+    with float32_region(q):  # logits in float32 whatever the encoders' precision
+        q, k, queue = map(at_least_float32, (q, k, queue))
+        l_pos = (q * k).sum(1, keepdim=True)  # (B, 1)
+        l_neg = q @ queue.t()  # (B, K)
+        logits = torch.cat([l_pos, l_neg], 1) / temperature  # (B, 1 + K)
+        labels = torch.zeros(q.shape[0], dtype=torch.long, device=q.device)
+        loss = F.cross_entropy(logits, labels)
     acc = (logits.detach().argmax(1) == 0).float().mean()
     return loss, acc
 
@@ -88,12 +91,12 @@ class MoCo(EncoderModel):
         return [*self.backbone_momentum.parameters(), *self.projection_head_momentum.parameters()]
 
     def embed_query(self, x: Tensor) -> Tensor:
-        """Normalised query projections (N, D) with gradient."""
-        return F.normalize(self.projection_head(self.backbone(x)), dim=1)
+        """Normalised query projections (N, D), float32 (also under autocast), with gradient."""
+        return F.normalize(at_least_float32(self.projection_head(self.backbone(x))), dim=1)
 
     @torch.no_grad()
     def embed_keys(self, x: Tensor) -> Tensor:
-        """Momentum-update the key encoder, then normalised keys (N, D) with shuffle-BN."""
+        """Momentum-update the key encoder, then normalised float32 keys (N, D) with shuffle-BN."""
         update_momentum(self.backbone, self.backbone_momentum, self.key_momentum)
         update_momentum(self.projection_head, self.projection_head_momentum, self.key_momentum)
         distributed = get_world_size() > 1
@@ -102,7 +105,7 @@ class MoCo(EncoderModel):
         k = self.projection_head_momentum(self.backbone_momentum(x))  # (N, D)
         if distributed:
             k = batch_unshuffle(k, shuffle, distributed=True)
-        return F.normalize(k, dim=1)
+        return F.normalize(at_least_float32(k), dim=1)  # the float32 queue stores them as they are
 
     @torch.no_grad()
     def enqueue(self, keys: Tensor) -> None:

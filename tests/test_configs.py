@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
 # _<epochs>e: a longer schedule than the paper's default for that backbone (Table 6).
 NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised|imix|unmix|mochi)_r(18|34|50)'
-                  r'_(tiny|digits|imagenet)(_\d+e)?\.py$')
+                  r'_(tiny|digits|imagenet)(_\d+e|_fast)?\.py$')
 PAPER = {p for p in CONFIGS if p.name.endswith('_tiny.py')}
 
 
@@ -24,7 +24,7 @@ def test_configs_exist():
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.name)
 def test_config_name_follows_convention(path: Path):
-    """{method}_{backbone}_{data}.py."""
+    """{method}_{backbone}_{data}.py, or {method}_{backbone}_{data}_fast.py (speed switches on)."""
     assert NAME.match(path.name), path.name
 
 
@@ -70,7 +70,8 @@ def test_paper_hyperparameters(path: Path):
 @pytest.mark.parametrize('mixco, base', [('mixco_r18_tiny.py', 'mocov2_r18_tiny.py'),
                                           ('mixco_r50_tiny.py', 'mocov2_r50_tiny.py'),
                                           ('mixco_simclr_r18_tiny.py', 'simclr_r18_tiny.py'),
-                                          ('mixco_r18_digits.py', 'mocov2_r18_digits.py')])
+                                          ('mixco_r18_digits.py', 'mocov2_r18_digits.py'),
+                                          ('mixco_r18_tiny_fast.py', 'mocov2_r18_tiny_fast.py')])
 def test_mixco_differs_only_in_mixco_fields(mixco: str, base: str):
     """A MixCo config equals its baseline except the model's type and mix_* fields."""
     a = Config.fromfile(str(ROOT / 'configs' / mixco)).to_dict()

@@ -46,6 +46,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--feature-images', type=int, default=d.feature_images)
     for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
         p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
+    p.add_argument('--precision', choices=['fp32', 'bf16'], default=d.precision,
+                   help='bf16: autocast in the bare steps, CPUCapableAmpOptimWrapper in the Runner')
+    p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
+    p.add_argument('--views', choices=['pil', 'gpu'], default=d.views,
+                   help='pipeline views: PIL in the workers, or the GPU views override')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
     p.add_argument('--out', help='write the results as JSON here')
     p.add_argument('--table', help='write the markdown table here')

@@ -2,11 +2,15 @@
 import datetime
 import os
 import pickle
-from typing import Any
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
 import torch.distributed as torch_dist
+from mmengine.device import (get_device, is_cuda_available, is_mlu_available, is_musa_available,
+                             is_npu_available)
+from mmengine.optim import AmpOptimWrapper, OptimWrapper
+from mmengine.registry import OPTIM_WRAPPERS
 
 
 _NUMPY_CORE = getattr(np, '_core', None) or np.core  # numpy 2 renamed numpy.core
@@ -72,3 +76,42 @@ def setup_cpu_distributed(cfg: Any, launcher: str) -> None:
     wrapper.setdefault('broadcast_buffers', False)
     wrapper['device_ids'] = None
     cfg.model_wrapper_cfg = wrapper
+
+
+@OPTIM_WRAPPERS.register_module()
+class CPUCapableAmpOptimWrapper(AmpOptimWrapper):
+    """mmengine's AmpOptimWrapper that also trains in bfloat16 on a machine without accelerator.
+
+    mmengine 0.10.7's `AmpOptimWrapper.__init__` asserts a GPU/NPU/MLU/MUSA ("only available
+    training on gpu, npu, mlu or musa"), although torch autocasts bfloat16 on the CPU and
+    mmengine's own `runner.amp.autocast` (which `optim_context` enters) handles device 'cpu'
+    with bfloat16. With an accelerator this class is `AmpOptimWrapper` unchanged. On the CPU:
+    dtype must be bfloat16 (mmengine's CPU autocast accepts no other) and loss scaling is off
+    whatever `loss_scale` says: bfloat16 has float32's exponent range, so gradients do not
+    underflow (and mmengine's scaler is CUDA's GradScaler, which disables itself without CUDA).
+
+    Args:
+        loss_scale: As AmpOptimWrapper (GPU only); `dict(enabled=False)` turns scaling off,
+            which bfloat16 does not need and which saves GradScaler's inf check each step.
+        dtype: 'bfloat16' (the only choice on the CPU), 'float16', ... as AmpOptimWrapper.
+        use_fsdp: As AmpOptimWrapper.
+        **kwargs: Arguments of OptimWrapper (optimizer, accumulative_counts, clip_grad).
+    """
+
+    def __init__(self,
+                 loss_scale: Union[str, float, dict] = 'dynamic',
+                 dtype: Optional[Union[str, torch.dtype]] = None,
+                 use_fsdp: bool = False,
+                 **kwargs) -> None:
+        accelerator = (is_cuda_available() or is_npu_available() or is_mlu_available()
+                       or is_musa_available())
+        if accelerator or get_device() != 'cpu':  # mps etc.: mmengine's own answer
+            super().__init__(loss_scale=loss_scale, dtype=dtype, use_fsdp=use_fsdp, **kwargs)
+            return
+        if dtype not in ('bfloat16', torch.bfloat16):
+            raise ValueError(f"optim_wrapper.dtype={dtype!r}: without a GPU only 'bfloat16' "
+                             "autocasts (CPU); set dtype='bfloat16' or use type='OptimWrapper'")
+        OptimWrapper.__init__(self, **kwargs)  # skips AmpOptimWrapper's accelerator assert
+        self._scale_update_param = None
+        self.loss_scaler = torch.amp.GradScaler('cpu', enabled=False)  # identity
+        self.cast_dtype = torch.bfloat16

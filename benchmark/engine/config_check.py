@@ -13,6 +13,7 @@ import inspect
 import os
 from typing import Any, Dict, Iterable, Optional, Tuple
 
+import torch
 from lightly.transforms import MoCoV2Transform, SimCLRTransform
 from mmengine.config import Config, DictAction
 from mmengine.registry import (DATA_SAMPLERS, DATASETS, EVALUATOR, FUNCTIONS, HOOKS, LOOPS,
@@ -298,7 +299,22 @@ def _check_auto_scale_lr(auto: Any, path: str) -> None:
         raise ConfigError(f'{path}.base_batch_size: missing')
 
 
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs')
+
+
+def _check_compile(value: Any, path: str) -> None:
+    """Runner._maybe_compile: True/False, or torch.compile's keyword arguments (off if absent)."""
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, dict):
+        raise ConfigError(f'{path} must be True, False or a dict of torch.compile arguments '
+                          f'(e.g. dict(mode=\'max-autotune\')), got {value!r}')
+    _check_kwargs(value, torch.compile, path, dict(mode=_one_of(COMPILE_MODES, 'mode')),
+                  supplied={'model'})
+
+
 SECTIONS: Dict[str, Rule] = dict(
+    compile=_check_compile,
     model=_check_model,
     train_dataloader=_check_loader, val_dataloader=_check_loader, test_dataloader=_check_loader,
     train_cfg=_check_train_loop, val_cfg=_check_eval_loop, test_cfg=_check_eval_loop,

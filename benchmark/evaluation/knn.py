@@ -2,6 +2,9 @@
 
 The scores follow the InstDisc / lightly / solo-learn definition: the k training samples with the
 highest cosine similarity to a test sample each add exp(sim / temperature) to their label's score.
+The exact search runs on faiss (its GPU index when faiss has GPU support and sees a GPU), or,
+with a GPU but a CPU-only faiss, as chunked matmul + topk in torch on the GPU
+(`benchmark.evaluation.knn_torch`); `backend='torch'` selects that path on any device.
 """
 from typing import Optional, Tuple, Union
 
@@ -10,12 +13,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from benchmark.evaluation.knn_torch import exact_search
 from benchmark.evaluation.topk import topk_accuracy
 
 ArrayLike = Union[np.ndarray, Tensor]
 
 # faiss's GPU k-selection handles at most this many neighbours (GPU_MAX_SELECTION_K).
 _GPU_MAX_K = 2048
+BACKENDS = ('auto', 'faiss', 'torch')
 
 
 def _as_features(x: ArrayLike, name: str) -> np.ndarray:
@@ -55,20 +60,38 @@ def _as_labels(y: ArrayLike, n: int, num_classes: int) -> Tensor:
     return y
 
 
-def _gpu_device(use_gpu: Optional[bool], *inputs: ArrayLike) -> Optional[int]:
-    """The CUDA device to search on, or None for CPU.
+def _faiss_gpus() -> int:
+    """GPUs faiss can use (0 for faiss-cpu)."""
+    return faiss.get_num_gpus() if hasattr(faiss, 'StandardGpuResources') else 0
 
-    GPU only when faiss was built with GPU support and sees a GPU, and either an input lives on
-    CUDA (use_gpu=None) or use_gpu=True. Without a usable GPU we fall back to CPU: the scores
-    are the same, only slower.
+
+def _gpu_device(use_gpu: Optional[bool], *inputs: ArrayLike) -> Optional[torch.device]:
+    """The CUDA device to search on (an input's, else the current one), or None for the CPU.
+
+    use_gpu=False, or no CUDA device visible to torch, means the CPU; otherwise the GPU: the
+    scores are the same either way, only the time differs.
     """
-    if use_gpu is False or not hasattr(faiss, 'StandardGpuResources') \
-            or faiss.get_num_gpus() == 0:
+    if use_gpu is False or not torch.cuda.is_available():
         return None
-    cuda = [x.device.index or 0 for x in inputs if isinstance(x, Tensor) and x.is_cuda]
-    if use_gpu is None and not cuda:
-        return None
-    return cuda[0] if cuda else 0
+    cuda = [x.device for x in inputs if isinstance(x, Tensor) and x.is_cuda]
+    return cuda[0] if cuda else torch.device('cuda', torch.cuda.current_device())
+
+
+def _plan(backend: str, device: Optional[torch.device],
+          k: int) -> Tuple[str, Optional[torch.device]]:
+    """Which search runs where: ('faiss', GPU or None for the CPU) or ('torch', device).
+
+    'auto': faiss's GPU index when faiss sees a GPU (and k fits its k-selection), torch's exact
+    search on the GPU when faiss has no GPU support, faiss on the CPU without a GPU.
+    'faiss': faiss only (its CPU index when it has no GPU). 'torch': torch on `device` or the CPU.
+    """
+    if backend == 'torch':
+        return 'torch', device or torch.device('cpu')
+    if device is not None and _faiss_gpus() > 0 and k <= _GPU_MAX_K:
+        return 'faiss', device
+    if backend == 'faiss' or device is None:
+        return 'faiss', None
+    return 'torch', device
 
 
 def _search(train: np.ndarray, test: np.ndarray, k: int,
@@ -79,13 +102,13 @@ def _search(train: np.ndarray, test: np.ndarray, k: int,
         train: Normalised training features of shape (N_train, D), float32.
         test: Normalised queries of shape (N_test, D), float32.
         k: Neighbours per query.
-        device: CUDA device for a GPU index, or None for CPU.
+        device: CUDA device index for a GPU index (k <= 2048), or None for the CPU.
 
     Returns:
         sims (N_test, k) float32 and indices (N_test, k) int64, best first; -1 marks a
         missing neighbour.
     """
-    if device is None or k > _GPU_MAX_K:
+    if device is None:
         index = faiss.IndexFlatIP(train.shape[1])
     else:
         # `res` must outlive the search; it stays referenced until this function returns.
@@ -99,8 +122,8 @@ def _search(train: np.ndarray, test: np.ndarray, k: int,
 
 def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_features: ArrayLike,
                 num_classes: int, k: int = 200, temperature: float = 0.1,
-                use_gpu: Optional[bool] = None) -> Tensor:
-    """Weighted kNN class scores (InstDisc), exact cosine search with faiss.
+                use_gpu: Optional[bool] = None, backend: str = 'auto') -> Tensor:
+    """Weighted kNN class scores (InstDisc), exact cosine search with faiss or torch.
 
     Args:
         train_features: Shape (N_train, D), numpy or torch on any device; need not be normalised.
@@ -109,8 +132,10 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
         num_classes: Number of classes C.
         k: Neighbours that vote; clamped to N_train.
         temperature: Vote weight is exp(cosine similarity / temperature).
-        use_gpu: None searches on GPU when an input is on CUDA and faiss sees a GPU; True asks
-            for the GPU whenever faiss sees one; False forces CPU.
+        use_gpu: None or True search on a GPU whenever torch sees one (an input's CUDA device,
+            else the current one); False forces the CPU.
+        backend: 'auto' (faiss; torch on a GPU that faiss cannot use), 'faiss' or 'torch'
+            (torch's exact search on the chosen device, also the CPU); see `_plan`.
 
     Returns:
         Scores of shape (N_test, C), float64 on CPU: score[i, c] = sum over the k nearest
@@ -118,11 +143,14 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
         float64 because exp(1 / temperature) overflows float32 for temperature < 0.012.
 
     Raises:
-        ValueError: On NaN/inf features, mismatched shapes or labels out of range.
+        ValueError: On NaN/inf features, mismatched shapes, labels out of range or an
+            unknown backend.
     """
     if temperature <= 0 or k < 1 or num_classes < 1:
         raise ValueError(f'knn: need temperature > 0, k >= 1, num_classes >= 1; '
                          f'got {temperature}, {k}, {num_classes}')
+    if backend not in BACKENDS:
+        raise ValueError(f'knn: backend {backend!r} not in {BACKENDS}')
     device = _gpu_device(use_gpu, train_features, test_features)
     train = _as_features(train_features, 'train_features')
     test = _as_features(test_features, 'test_features')
@@ -130,8 +158,15 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
         raise ValueError(f'knn: train_features {train.shape} and test_features {test.shape} '
                          'must be non-empty with the same feature dimension')
     labels = _as_labels(train_labels, train.shape[0], num_classes)
-    sims, idx = _search(train, test, min(k, train.shape[0]), device)
-    sims, idx = torch.from_numpy(sims).double(), torch.from_numpy(idx).long()  # N_test x k
+    k = min(k, train.shape[0])
+    search, device = _plan(backend, device, k)
+    if search == 'torch':
+        sims, idx = exact_search(torch.from_numpy(train).to(device),
+                                 torch.from_numpy(test).to(device), k)
+        sims, idx = sims.double().cpu(), idx.cpu()  # N_test x k
+    else:
+        sims, idx = _search(train, test, k, None if device is None else device.index)
+        sims, idx = torch.from_numpy(sims).double(), torch.from_numpy(idx).long()  # N_test x k
     found = idx >= 0  # faiss pads with -1 when it has fewer than k results
     weights = torch.where(found, (sims / temperature).exp(), torch.zeros_like(sims))
     votes = labels[idx.clamp(min=0)]  # N_test x k; padded slots vote with weight 0

@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 from mmengine.config import Config
@@ -28,6 +28,7 @@ from benchmark.harness.speed_eval import bench_features, bench_knn, knn_mismatch
 from benchmark.harness.timing import (Settings, cpu_peak_growth, in_turn, own_bytes,  # noqa: F401
                                       paired_ratio, step_peak_bytes, sync, timed)
 from benchmark import dist
+from benchmark.engine.channels_last import to_channels_last, use_channels_last
 from benchmark.engine.config_check import read_config
 from benchmark.layout import REPO_ROOT
 
@@ -42,6 +43,11 @@ MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
                'cpu': 'cpu: own tensors (weights, optimizer state, inputs) + peak growth of live '
                       'tensor bytes during one step, from torch.profiler allocation events '
                       '(every c10 CPU allocation and free; excludes BLAS/oneDNN scratch)'}
+
+
+PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare step
+# Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
+VIEWS_OPTIONS: Dict[str, Optional[dict]] = {'pil': {}, 'gpu': None}
 
 
 NOTES = dict(
@@ -69,18 +75,30 @@ def build_step(method: str, s: Settings, device: torch.device):
     cfg = model_cfg(method, s)
     torch.manual_seed(0)
     model = MODELS.build(cfg.model).to(device).train()
+    if s.channels_last:
+        use_channels_last(model)
     opt_cfg = dict(cfg.optim_wrapper.optimizer)
     opt_cfg.pop('type')
     params = [p for p in model.parameters() if p.requires_grad]
     return model, torch.optim.SGD(params, **opt_cfg)
 
 
-def train_step(model, optimizer, inputs: List[torch.Tensor]) -> None:
-    """What mmengine's OptimWrapper does with the loss dict: sum, backward, step, zero_grad."""
-    losses = model.loss(inputs)
+def train_step(model, optimizer, inputs: List[torch.Tensor],
+               dtype: Optional[torch.dtype] = None) -> None:
+    """What mmengine's (Amp)OptimWrapper does with the loss dict: sum, backward, step, zero_grad.
+
+    dtype: autocast dtype of the forward (None: float32); bf16 needs no loss scaling.
+    """
+    with torch.autocast(inputs[0].device.type, dtype=dtype, enabled=dtype is not None):
+        losses = model.loss(inputs)
     sum(v for k, v in losses.items() if 'loss' in k).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+
+
+def step_inputs(inputs: List[torch.Tensor], s: Settings) -> List[torch.Tensor]:
+    """The views as a bare step feeds them to `model.loss` (which skips the forward pre-hook)."""
+    return to_channels_last(inputs) if s.channels_last else inputs
 
 
 def bench_steps(s: Settings, device: torch.device) -> Dict[str, dict]:
@@ -88,16 +106,17 @@ def bench_steps(s: Settings, device: torch.device) -> Dict[str, dict]:
     gen = torch.Generator().manual_seed(0)
     inputs = [torch.randn(s.batch, 3, s.input_size, s.input_size, generator=gen).to(device)
               for _ in range(2)]
+    inputs, dtype = step_inputs(inputs, s), PRECISIONS[s.precision]
     steps = {m: build_step(m, s, device) for m in METHODS}
     times: Dict[str, List[float]] = {m: [] for m in METHODS}
     for r in range(s.warmup + s.repeats):
         for m, (model, opt) in in_turn(list(steps.items()), r):
-            t = timed(lambda: train_step(model, opt, inputs), device)
+            t = timed(lambda: train_step(model, opt, inputs, dtype), device)
             if r >= s.warmup:
                 times[m].append(t)
     out = {}
     for m, (model, opt) in steps.items():
-        growth = step_peak_bytes(lambda: train_step(model, opt, inputs), device)
+        growth = step_peak_bytes(lambda: train_step(model, opt, inputs, dtype), device)
         base = own_bytes(model, opt, inputs)
         sec = statistics.median(times[m])
         out[m] = dict(seconds_per_step=sec, images_per_s=s.batch / sec, step_seconds=times[m],
@@ -114,8 +133,10 @@ class ThroughputHook(Hook):
 
     priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
 
-    def __init__(self, warmup: int, bare_steps: int, device: torch.device) -> None:
+    def __init__(self, warmup: int, bare_steps: int, device: torch.device,
+                 settings: Optional[Settings] = None) -> None:
         self.warmup, self.bare_steps, self.device = warmup, bare_steps, device
+        self.settings = settings or Settings()
         self.stamps: List[float] = []
         self.waits: List[float] = []  # IterTimerHook's data_time: waiting for the loader
         self.bare: List[float] = []
@@ -132,9 +153,10 @@ class ThroughputHook(Hook):
 
     def after_train_epoch(self, runner) -> None:
         model = dist.unwrap(runner.model)
-        inputs = model.data_preprocessor(self.last_batch, True)['inputs']
-        opt = runner.optim_wrapper.optimizer
-        self.bare = [timed(lambda: train_step(model, opt, inputs), self.device)
+        inputs = step_inputs(model.data_preprocessor(self.last_batch, True)['inputs'],
+                             self.settings)
+        opt, dtype = runner.optim_wrapper.optimizer, PRECISIONS[self.settings.precision]
+        self.bare = [timed(lambda: train_step(model, opt, inputs, dtype), self.device)
                      for _ in range(self.bare_steps + 1)][1:]
 
     def data_wait_fraction(self) -> float:
@@ -168,6 +190,15 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     cfg.custom_hooks = [h for h in cfg.get('custom_hooks', []) if h['type'] != 'KNNMonitorHook']
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
     cfg.update(work_dir=work_dir, experiment_name=name, log_level='WARNING', launcher='none')
+    if s.precision == 'bf16':  # as configs/*_fast.py
+        cfg.optim_wrapper.update(type='CPUCapableAmpOptimWrapper', dtype='bfloat16',
+                                 loss_scale=dict(enabled=False))
+    if s.channels_last:
+        cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
+    if VIEWS_OPTIONS[s.views] is None:
+        raise ValueError(f'--views {s.views}: its config override is not filled in yet '
+                         '(benchmark/harness/speed.py VIEWS_OPTIONS)')
+    cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     return cfg
 
 
@@ -176,7 +207,7 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     """(end-to-end images/s, bare-step seconds, data-wait share) of one epoch of a fresh Runner."""
     from mmengine.runner import Runner
     runner = Runner.from_cfg(pipeline_cfg(method, s, data_root, work_dir, name))
-    hook = ThroughputHook(s.pipeline_warmup, max(3, s.repeats // 4), device)
+    hook = ThroughputHook(s.pipeline_warmup, max(3, s.repeats // 4), device, s)
     runner.register_hook(hook)
     runner.train()
     loader_iter = getattr(runner.train_dataloader, '_iterator', None)
@@ -266,7 +297,9 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
 def markdown(result: dict, s: Settings) -> str:
     """The paper's Table 3 form: method, time/step, images/s, peak memory, ratio vs baseline."""
     lines = [f'Speed and memory: ResNet-{s.depth}{" (small stem)" if s.small_stem else ""}, '
-             f'{s.input_size} px, batch {s.batch} per process; {result["device"]}.', '',
+             f'{s.input_size} px, batch {s.batch} per process, {s.precision}'
+             f'{", channels_last" if s.channels_last else ""}, {s.views} views; '
+             f'{result["device"]}.', '',
              f'Peak memory: {result["memory_kind"]}.', '']
     if 'steps' in result:
         lines += ['| Method | MixCo | Time/step (ms) | Images/s | Peak memory (MiB) | '

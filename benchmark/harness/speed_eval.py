@@ -50,9 +50,12 @@ def bench_knn(s: Settings) -> dict:
     from lightly.utils.benchmarking import knn_predict as lightly_knn
 
     from benchmark.evaluation.knn import knn_predict
-    gpu = torch.cuda.is_available() and hasattr(faiss, 'StandardGpuResources') \
-        and faiss.get_num_gpus() > 0
-    device = torch.device('cuda' if gpu else 'cpu')  # faiss-cpu: all three on the CPU
+    # knn_predict searches on a GPU whenever there is one: faiss's GPU index, else torch's exact
+    # search (faiss-cpu); so all three run on the GPU when there is one, else on the CPU.
+    gpu = torch.cuda.is_available()
+    faiss_gpu = gpu and hasattr(faiss, 'StandardGpuResources') and faiss.get_num_gpus() > 0
+    search = ('faiss-gpu' if faiss_gpu else 'torch') if gpu else 'faiss-cpu'
+    device = torch.device('cuda' if gpu else 'cpu')
     faiss.omp_set_num_threads(torch.get_num_threads())
     gen = torch.Generator().manual_seed(0)
     bank = F.normalize(torch.randn(s.knn_bank, s.knn_dim, generator=gen), dim=1).to(device)
@@ -81,7 +84,7 @@ def bench_knn(s: Settings) -> dict:
     mismatched, unexplained = knn_mismatches(res['scores'], res['ours'], res['theirs'],
                                              bank.cpu(), queries.cpu(), k)
     matmul_s = statistics.median(times['matmul'])
-    return dict(device=str(device), faiss_threads=faiss.omp_get_max_threads(),
+    return dict(device=str(device), search=search, faiss_threads=faiss.omp_get_max_threads(),
                 torch_threads=torch.get_num_threads(), bank=s.knn_bank, queries=s.knn_queries,
                 dim=s.knn_dim, k=k, classes=s.knn_classes, lightly_chunk=s.knn_chunk,
                 seconds=times, **{f'median_{n}_s': statistics.median(v) for n, v in times.items()},

@@ -101,4 +101,7 @@ class Settings:
     knn_classes: int = 200
     knn_chunk: int = 1000
     knn_repeats: int = 3
+    precision: str = 'fp32'  # or 'bf16': autocast (bare steps) / CPUCapableAmpOptimWrapper (Runner)
+    channels_last: bool = False  # model and image batches in NHWC (benchmark/engine/channels_last.py)
+    views: str = 'pil'  # or 'gpu': the pipeline config gets VIEWS_OPTIONS['gpu']
     skip: Sequence[str] = field(default_factory=tuple)  # of 'step', 'pipeline', 'features', 'knn'

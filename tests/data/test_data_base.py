@@ -49,7 +49,8 @@ def test_sample_key_seeds_the_view():
 
 def test_split_names():
     assert [_split(s) for s in ('train', 'val', 'test')] == ['train', 'val', 'val']
-    with pytest.raises(ValueError, match=r"^unknown split 'valid'; valid splits: train, val, test$"):
+    with pytest.raises(ValueError,
+                       match=r"^unknown split 'valid'; valid splits: train, val, test$"):
         _split('valid')
 
 
@@ -64,7 +65,8 @@ def test_bad_data_policy():
 
 def test_examples_are_relative_to_the_root():
     paths = ['/d/root/a/1.jpg', '/d/root/b/2.jpg', '/d/root/c/3.jpg']
-    assert _examples('/d/root', paths) == f"{os.path.join('a', '1.jpg')}, {os.path.join('b', '2.jpg')}"
+    first, second = os.path.join('a', '1.jpg'), os.path.join('b', '2.jpg')
+    assert _examples('/d/root', paths) == f'{first}, {second}'
     assert _examples('/d/root', paths, 1) == os.path.join('a', '1.jpg')
 
 

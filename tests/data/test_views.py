@@ -1,5 +1,4 @@
 """The view presets: shapes, the deterministic test view, overrides, unknown names."""
-from pathlib import Path
 
 import numpy as np
 import pytest

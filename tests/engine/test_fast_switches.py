@@ -1,0 +1,151 @@
+"""The speed switches as configs use them: channels_last, torch.compile, the *_fast configs."""
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from benchmark.engine.channels_last import ChannelsLastHook, to_channels_last, use_channels_last
+from benchmark.engine.compat import allow_mmengine_checkpoints
+from benchmark.engine.config_check import ConfigError, validate_config
+from methods.moco import MoCo
+from tests.conftest import ROOT
+
+TINY = ['train_dataloader.batch_size=8', 'train_dataloader.dataset.input_size=32',
+        'train_cfg.max_epochs=1', 'model.queue_size=64', 'train_dataloader.num_workers=0',
+        'train_dataloader.persistent_workers=False', 'train_dataloader.num_batch_per_epoch=1']
+NHWC = torch.channels_last
+
+
+def tiny_moco():
+    torch.manual_seed(0)
+    return MoCo(backbone=dict(depth=18, small_stem=True), feature_dim=16, queue_size=32).eval()
+
+
+def test_channels_last_converts_weights_and_inputs_and_keeps_values():
+    ref, model = tiny_moco(), tiny_moco()
+    params = list(model.parameters())
+    assert use_channels_last(model) is model and use_channels_last(model) is model
+    assert [id(p) for p in model.parameters()] == [id(p) for p in params]  # optimizer-safe
+    convs = [m.weight for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(w.is_contiguous(memory_format=NHWC) for w in convs)
+    assert model.queue.dtype == torch.float32 and model.queue.is_contiguous()
+    seen = []
+    model.backbone.register_forward_pre_hook(lambda mod, args: seen.append(
+        args[0].is_contiguous(memory_format=NHWC)))
+    x = torch.randn(4, 3, 16, 16)
+    out = model(inputs=[x], mode='tensor')  # as mmengine calls it: keyword inputs
+    assert seen == [True]  # converted once, by the one pre-hook
+    torch.testing.assert_close(out, ref(inputs=[x], mode='tensor'), rtol=1e-4, atol=1e-5)
+
+
+def test_to_channels_last_touches_only_4d_floating_tensors():
+    labels, image = torch.arange(4), torch.randn(2, 3, 4, 4)
+    out = to_channels_last(dict(inputs=[image], labels=labels, name='x'))
+    assert out['inputs'][0].is_contiguous(memory_format=NHWC)
+    assert out['labels'] is labels and out['name'] == 'x'
+    assert not image.is_contiguous(memory_format=NHWC)  # the input itself is not changed
+
+
+def test_hook_converts_the_module_inside_ddp_and_steps_run(free_port):
+    """ChannelsLastHook after mmengine's DDP wrap (one gloo process): DDP's buckets follow."""
+    import torch.distributed as dist
+    from mmengine.model import MMDistributedDataParallel
+    from mmengine.optim import OptimWrapper
+    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{free_port}', rank=0,
+                            world_size=1)
+    try:
+        model = tiny_moco().train()
+        wrapped = MMDistributedDataParallel(module=model, broadcast_buffers=False)
+        ChannelsLastHook().before_run(SimpleNamespace(model=wrapped))
+        assert model.backbone.conv1.weight.is_contiguous(memory_format=NHWC)
+        wrapper = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1))
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(3):  # DDP rebuilds its buckets after the first iteration
+            data = dict(inputs=[torch.randn(4, 3, 16, 16, generator=gen) for _ in range(2)])
+            losses = wrapped.train_step(data, wrapper)
+            assert torch.isfinite(losses['loss'])
+        assert model.backbone.conv1.weight.is_contiguous(memory_format=NHWC)
+        # The rebuild lays the buckets out for the NHWC strides (only step 1 copied between).
+        assert wrapped._get_ddp_logging_data().get('has_rebuilt_buckets') == 1
+    finally:
+        dist.destroy_process_group()
+
+
+def mocov2_cfg(**options):
+    cfg = Config.fromfile(str(ROOT / 'configs/mocov2_r18_tiny.py'))
+    cfg.merge_from_dict(options)
+    return cfg
+
+
+@pytest.mark.parametrize('value', [True, False, dict(mode='max-autotune'),
+                                   dict(backend='eager', fullgraph=False, dynamic=None)])
+def test_compile_switch_accepts_runner_values(value):
+    validate_config(mocov2_cfg(compile=value))
+
+
+@pytest.mark.parametrize('value, words', [
+    ('yes', 'compile must be True, False or a dict'),
+    (dict(mdoe='default'), "unknown key 'compile.mdoe' (did you mean 'compile.mode'?)"),
+    (dict(mode='fast'), "compile.mode: unknown mode 'fast'"),
+    (dict(fullgraph='no'), 'compile.fullgraph must be True or False'),
+])
+def test_compile_switch_rejects_bad_values_in_one_line(value, words):
+    with pytest.raises(ConfigError, match='.*') as err:
+        validate_config(mocov2_cfg(compile=value))
+    assert words in str(err.value) and '\n' not in str(err.value)
+
+
+def test_compile_is_off_by_default():
+    for name in ('mocov2_r18_tiny.py', 'mocov2_r18_tiny_fast.py', 'mixco_r18_tiny_fast.py'):
+        assert not Config.fromfile(str(ROOT / 'configs' / name)).get('compile')
+
+
+@pytest.mark.parametrize('name, base', [('mocov2_r18_tiny_fast.py', 'mocov2_r18_tiny.py'),
+                                        ('mixco_r18_tiny_fast.py', 'mixco_r18_tiny.py')])
+def test_fast_configs_differ_from_paper_configs_only_in_the_switches(name, base):
+    fast = Config.fromfile(str(ROOT / 'configs' / name)).to_dict()
+    paper = Config.fromfile(str(ROOT / 'configs' / base)).to_dict()
+    validate_config(Config(fast))
+    assert fast.pop('optim_wrapper') == dict(paper.pop('optim_wrapper'),
+                                             type='CPUCapableAmpOptimWrapper', dtype='bfloat16',
+                                             loss_scale=dict(enabled=False))
+    assert fast.pop('custom_hooks') == paper.pop('custom_hooks') + [dict(type='ChannelsLastHook')]
+    assert fast == paper
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['mocov2_r18_tiny_fast.py', 'mixco_r18_tiny_fast.py'])
+def test_fast_config_trains_one_step_on_cpu(name, tmp_path, fake_tiny, subprocess_env):
+    """tools/train.py runs one bf16 + channels_last step; the checkpoint shows both."""
+    proc = subprocess.run([sys.executable, 'tools/train.py', f'configs/{name}', '--work-dir',
+                           str(tmp_path), '--no-eval', '--cfg-options',
+                           f'train_dataloader.dataset.data_root={fake_tiny}', *TINY],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    allow_mmengine_checkpoints()
+    ckpt = torch.load(tmp_path / 'epoch_1.pth', map_location='cpu')
+    weights = ckpt['state_dict']
+    assert weights['backbone.conv1.weight'].is_contiguous(memory_format=NHWC)
+    assert weights['queue'].dtype == torch.float32
+    assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
+    assert ckpt['optimizer']['loss_scaler'] == {}  # the AMP wrapper ran, scaler off (bf16)
+
+
+@pytest.mark.slow
+def test_compile_smoke_on_cpu(tmp_path, fake_tiny, subprocess_env):
+    """compile=dict(backend='eager'): dynamo traces mmengine's train_step of MoCo (3 steps)."""
+    options = [o for o in TINY if 'num_batch_per_epoch' not in o]
+    proc = subprocess.run([sys.executable, 'tools/train.py', 'configs/mocov2_r18_tiny.py',
+                           '--work-dir', str(tmp_path), '--no-eval', '--cfg-options',
+                           f'train_dataloader.dataset.data_root={fake_tiny}', *options,
+                           'train_dataloader.num_batch_per_epoch=3', 'compile.backend=eager',
+                           'custom_hooks=[]', 'default_hooks.logger.interval=1'],
+                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert 'Model has been "compiled"' in log and 'Epoch(train) [1][3/3]' in log

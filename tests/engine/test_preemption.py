@@ -1,0 +1,124 @@
+"""PreemptionHook unit by unit: the handler sets a flag; a flagged step saves and exits 143."""
+import os
+import signal
+from types import SimpleNamespace
+
+import pytest
+from mmengine.registry import HOOKS
+
+from benchmark.engine import preemption
+from benchmark.engine.checkpoint_hook import SafeCheckpointHook
+from benchmark.engine.preemption import PREEMPTED_EXIT_CODE, PreemptionHook
+from benchmark.layout import PREEMPTED_MARKER
+
+
+class _Logger:
+    def __init__(self):
+        self.lines = []
+
+    def warning(self, text):
+        self.lines.append(text)
+
+
+class _Saver(SafeCheckpointHook):
+    """A SafeCheckpointHook that records what it was asked to save."""
+
+    def __init__(self):
+        super().__init__(interval=1)
+        self.calls = []
+
+    def save_iteration(self, runner):
+        self.calls.append(('iter', runner.iter + 1))
+        return f'{runner.work_dir}/iter_{runner.iter + 1}.pth'
+
+    def save_epoch(self, runner):
+        self.calls.append(('epoch', runner.epoch + 1))
+        return f'{runner.work_dir}/epoch_{runner.epoch + 1}.pth'
+
+
+def _runner(work_dir, iteration, epoch_len=10):
+    return SimpleNamespace(hooks=[object(), _Saver()], iter=iteration, epoch=0,
+                           train_dataloader=[None] * epoch_len, work_dir=str(work_dir),
+                           logger=_Logger())
+
+
+@pytest.fixture
+def exits(monkeypatch):
+    """os._exit raises SystemExit(code) instead of ending pytest."""
+    def fake_exit(code):
+        raise SystemExit(code)
+    monkeypatch.setattr(preemption.os, '_exit', fake_exit)
+    monkeypatch.delenv('PREEMPT_MARKER', raising=False)
+    monkeypatch.delenv('RANK', raising=False)
+
+
+@pytest.fixture
+def restore_signals():
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_registered():
+    assert HOOKS.get('PreemptionHook') is PreemptionHook
+    assert PREEMPTED_EXIT_CODE == 143 and PreemptionHook.priority == 'LOWEST'
+
+
+def test_before_train_installs_the_handler_and_clears_an_old_marker(tmp_path, restore_signals):
+    (tmp_path / PREEMPTED_MARKER).write_text('5\n')
+    hook = PreemptionHook()
+    hook.before_train(_runner(tmp_path, 0))
+    assert not (tmp_path / PREEMPTED_MARKER).exists()
+    assert hook.received is None
+    os.kill(os.getpid(), signal.SIGUSR1)  # the real signal, handled by the hook
+    assert hook.received == 'SIGUSR1'
+    hook.received = None
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert hook.received == 'SIGTERM'
+
+
+def test_no_signal_does_nothing(tmp_path, exits):
+    hook, runner = PreemptionHook(), _runner(tmp_path, 3)
+    hook.after_train_iter(runner, 3)
+    hook.after_train_epoch(runner)
+    assert runner.hooks[1].calls == [] and runner.logger.lines == []
+    assert not (tmp_path / PREEMPTED_MARKER).exists()
+
+
+def test_signal_mid_epoch_saves_the_iteration_writes_the_marker_and_exits_143(tmp_path, exits,
+                                                                              monkeypatch):
+    outer = tmp_path / 'outer_marker'
+    monkeypatch.setenv('PREEMPT_MARKER', str(outer))
+    hook, runner = PreemptionHook(), _runner(tmp_path, 3)  # iteration 4 of a 10-step epoch
+    hook._handle(signal.SIGTERM, None)
+    with pytest.raises(SystemExit) as exit_info:
+        hook.after_train_iter(runner, 3)
+    assert exit_info.value.code == 143
+    assert runner.hooks[1].calls == [('iter', 4)]
+    assert (tmp_path / PREEMPTED_MARKER).read_text() == '4\n'
+    assert outer.read_text() == '4\n'
+    assert runner.logger.lines == [f'SIGTERM: saved {tmp_path}/iter_4.pth after iteration 4; '
+                                   'exiting with 143 (resume with --resume)']
+
+
+def test_signal_on_the_last_step_of_an_epoch_waits_for_the_epoch_end(tmp_path, exits):
+    hook, runner = PreemptionHook(), _runner(tmp_path, 9)  # iteration 10 of 10
+    hook._handle(signal.SIGUSR1, None)
+    hook.after_train_iter(runner, 9)  # nothing yet: the epoch's own work runs first
+    assert runner.hooks[1].calls == []
+    with pytest.raises(SystemExit) as exit_info:
+        hook.after_train_epoch(runner)
+    assert exit_info.value.code == 143
+    assert runner.hooks[1].calls == [('epoch', 1)]
+    assert (tmp_path / PREEMPTED_MARKER).read_text() == '10\n'
+
+
+def test_only_rank_0_writes_the_work_dir_marker(tmp_path, exits, monkeypatch):
+    monkeypatch.setenv('RANK', '1')
+    hook, runner = PreemptionHook(), _runner(tmp_path, 2)
+    hook._handle(signal.SIGTERM, None)
+    with pytest.raises(SystemExit):
+        hook.after_train_iter(runner, 2)
+    assert runner.hooks[1].calls == [('iter', 3)]  # every process saves (collective write)
+    assert not (tmp_path / PREEMPTED_MARKER).exists()

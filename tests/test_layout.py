@@ -1,0 +1,36 @@
+"""benchmark.layout: the documented paths of a run, its records and the leaderboard."""
+import os.path as osp
+from pathlib import Path
+
+from benchmark import layout
+
+
+def test_repo_root_is_the_checkout():
+    assert (layout.REPO_ROOT / 'configs').is_dir() and (layout.REPO_ROOT / 'tools').is_dir()
+    assert (layout.REPO_ROOT / 'benchmark' / 'layout.py').is_file()
+    assert layout.CONFIG_DIR == layout.REPO_ROOT / 'configs'
+    assert layout.EVAL_CONFIG_DIR == layout.REPO_ROOT / 'configs' / 'eval'
+    assert layout.PAPER_RESULTS == layout.REPO_ROOT / 'results' / 'paper_results.csv'
+    assert layout.PAPER_RESULTS.is_file()
+
+
+def test_work_dir_paths():
+    assert layout.config_stem('configs/mixco_r18_tiny.py') == 'mixco_r18_tiny'
+    assert layout.config_stem('/abs/a.b.py') == 'a.b'
+    assert layout.default_work_dir('configs/mixco_r18_tiny.py') == osp.join('work_dirs',
+                                                                             'mixco_r18_tiny')
+    assert layout.epoch_checkpoint('work_dirs/x', 7) == osp.join('work_dirs/x', 'epoch_7.pth')
+    assert layout.ITER_CHECKPOINT.format(200) == 'iter_200.pth'
+    assert (layout.LAST_CHECKPOINT, layout.PREEMPTED_MARKER, layout.WANDB_RUN_ID_FILE,
+            layout.TSNE_FIGURE, layout.SCAN_CACHE) == (
+        'last_checkpoint', 'preempted', 'wandb_run_id', 'tsne.png', '.image_scan.json')
+
+
+def test_results_paths():
+    assert layout.records_dir('res') == Path('res/runs')
+    assert layout.record_path('res', '2024-x') == Path('res/runs/2024-x.json')
+    assert layout.run_folder('res', '2024-x') == Path('res/runs/2024-x')
+    assert layout.run_folder('res', 'a') / layout.REPORT == Path('res/runs/a/report.md')
+    assert layout.leaderboard_paths('res') == (Path('res/leaderboard.md'),
+                                               Path('res/leaderboard.csv'))
+    assert layout.RESULTS_DIR == 'results'
