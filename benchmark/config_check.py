@@ -26,6 +26,8 @@ from mmengine.runner import Runner
 from mmengine.utils.dl_utils import set_multi_processing
 from torch.utils.data import DataLoader
 
+from benchmark.data.gpu_views import check_view_pairing
+from benchmark.data.raw_view import RAW_VIEW, RawImage
 from benchmark.views import VIEW_NAMES
 from methods.backbones import build_resnet, RESNETS
 from methods.mixco import LAMBDA_DISTRIBUTIONS, LAMBDA_SCOPES, PAIRINGS, TARGET_MODES
@@ -66,6 +68,10 @@ def validate_config(cfg: Config) -> None:
     if model_type.startswith('MixCo') and loader.get('batch_size', 2) % 2:
         raise ConfigError(f"train_dataloader.batch_size must be even for {model_type} (it mixes "
                           f"the two halves of each batch), got {loader['batch_size']}")
+    try:  # views on the device need a raw_uint8 dataset, and the other way round
+        check_view_pairing(cfg)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 class CfgOptionsAction(DictAction):
@@ -290,7 +296,7 @@ def _one_of(choices: tuple, noun: str = 'value') -> Rule:
     return rule
 
 
-VIEW_TRANSFORMS = dict(mocov2=MoCoV2Transform, simclr=SimCLRTransform)
+VIEW_TRANSFORMS = {'mocov2': MoCoV2Transform, 'simclr': SimCLRTransform, RAW_VIEW: RawImage}
 
 
 def _view(value: Any, path: str) -> None:
@@ -304,7 +310,7 @@ def _view(value: Any, path: str) -> None:
                       supplied={'input_size', 'normalize'}, extra={'name'})
     elif len(value) > 1:
         raise ConfigError(f"{path}: view {value['name']!r} takes no overrides; only "
-                          f"{' and '.join(VIEW_TRANSFORMS)} do")
+                          f"{', '.join(VIEW_TRANSFORMS)} do")
 
 
 MODEL_RULES = dict(temperature=_positive, mix_temperature=_positive, mix_alpha=_positive,

@@ -23,6 +23,7 @@ import benchmark.datasets  # noqa: E402,F401  registers the datasets
 import methods  # noqa: E402,F401  registers the models
 from benchmark.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.config_check import CfgOptionsAction, merge_options, validate_config  # noqa: E402
+from benchmark.data.gpu_views import fill_view_size  # noqa: E402
 from benchmark.datasets import DataRootError  # noqa: E402
 from benchmark.evaluation import (describe_run, eval_dataset_cfg, evaluate_backbone,  # noqa: E402
                                   record_evaluation)
@@ -59,6 +60,7 @@ def load_config(args: argparse.Namespace) -> Config:
         raise FileNotFoundError(f'config {args.config} not found; see configs/ for the list')
     cfg = Config.fromfile(args.config)
     merge_options(cfg, args.cfg_options)
+    fill_view_size(cfg)  # views on the device: their size follows the dataset's input_size
     if args.work_dir:
         cfg.work_dir = args.work_dir
     elif not cfg.get('work_dir'):

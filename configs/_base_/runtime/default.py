@@ -3,7 +3,7 @@ custom_imports = dict(imports=['methods', 'benchmark.datasets', 'benchmark.sampl
                               'benchmark.hooks', 'benchmark.knn_monitor',
                               'benchmark.checkpoint_hook', 'benchmark.preemption',
                               'benchmark.tracking',
-                              'benchmark.nan_guard'],
+                              'benchmark.nan_guard', 'benchmark.data.gpu_views'],
                       allow_failed_imports=False)
 
 default_hooks = dict(
