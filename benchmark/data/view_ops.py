@@ -70,7 +70,7 @@ def resized_crop(x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
 def _blend(x: Tensor, other: Tensor, factor: Tensor) -> Tensor:
     """``clamp(factor * x + (1 - factor) * other, 0, 1)``, factor (B,) per image."""
     factor = factor.view(-1, 1, 1, 1).to(x.dtype)
-    return (factor * x + (1 - factor) * other).clamp_(0, 1)
+    return (x - other).mul_(factor).add_(other).clamp_(0, 1)
 
 
 def grayscale(x: Tensor) -> Tensor:
@@ -80,8 +80,8 @@ def grayscale(x: Tensor) -> Tensor:
 
 
 def adjust_brightness(x: Tensor, factor: Tensor) -> Tensor:
-    """Blend with black: ``clamp(factor * x)``; factor (B,)."""
-    return _blend(x, torch.zeros_like(x), factor)
+    """Blend with black: ``clamp(factor * x, 0, 1)``; factor (B,)."""
+    return (x * factor.view(-1, 1, 1, 1).to(x.dtype)).clamp_(0, 1)
 
 
 def adjust_contrast(x: Tensor, factor: Tensor) -> Tensor:
@@ -101,12 +101,10 @@ def rgb_to_hsv(x: Tensor) -> Tensor:
     chroma = value - x.min(1).values
     flat = chroma == 0
     saturation = torch.where(value > 0, chroma / value.clamp(min=1e-12), torch.zeros_like(value))
-    safe = torch.where(flat, torch.ones_like(chroma), chroma)
     # Hue sextant by the largest channel (ties resolved red, then green, as colorsys does).
-    hue = torch.where(argmax == 0, ((g - b) / safe) % 6,
-                      torch.where(argmax == 1, (b - r) / safe + 2, (r - g) / safe + 4))
-    hue = torch.where(flat, torch.zeros_like(hue), hue / 6)
-    return torch.stack((hue, saturation, value), 1)
+    top = torch.where(argmax == 0, g - b, torch.where(argmax == 1, b - r, r - g))
+    hue = (top / torch.where(flat, torch.ones_like(chroma), chroma) + 2.0 * argmax) % 6
+    return torch.stack((hue.masked_fill_(flat, 0) / 6, saturation, value), 1)
 
 
 def hsv_to_rgb(x: Tensor) -> Tensor:

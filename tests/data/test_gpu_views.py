@@ -317,6 +317,8 @@ def test_same_seeds_same_views_other_seeds_other_views():
     a, b, c = views([1, 2, 3, 4]), views([1, 2, 3, 4]), views([1, 2, 3, 5])
     assert all(torch.equal(u, v) for u, v in zip(a, b))
     assert not torch.equal(a[0], c[0])
+    pre.chunk_size = 3  # images are processed on their own: chunks change nothing
+    assert all(torch.equal(u, v) for u, v in zip(a, views([1, 2, 3, 4])))
     first = batch_generator(torch.tensor([1, 2, 3, 4]))
     assert torch.equal(torch.rand(8, generator=first),
                        torch.rand(8, generator=batch_generator(torch.tensor([1, 2, 3, 4]))))

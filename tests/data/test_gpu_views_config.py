@@ -66,6 +66,20 @@ def test_device_views_with_a_raw_dataset_pass_and_take_the_dataset_size():
     assert cfg.model.data_preprocessor.input_size == 32
 
 
+def test_tiny_imagenet_fragment_switches_device_views_on(tmp_path):
+    path = tmp_path / 'simclr_gpu_views.py'
+    path.write_text(f"_base_ = [{str(CONFIGS / '_base_/datasets/tiny_imagenet_gpu_views.py')!r}, "
+                    f"{str(CONFIGS / '_base_/schedules/sgd_cosine_100e.py')!r}, "
+                    f"{str(CONFIGS / '_base_/runtime/default.py')!r}]\n"
+                    "model = dict(type='SimCLR', data_preprocessor=dict(view='simclr'))\n")
+    cfg = Config.fromfile(str(path))
+    validate_config(cfg)
+    fill_view_size(cfg)
+    assert cfg.train_dataloader.dataset.view == 'raw_uint8'
+    assert cfg.model.data_preprocessor == dict(type='GPUViewPreprocessor', view='simclr',
+                                               input_size=224)
+
+
 @pytest.mark.parametrize('options,words', [
     ({'train_dataloader.dataset.view': 'raw_uint8'},
      'train_dataloader.dataset.view=raw_uint8 hands undecoded uint8 images'),
