@@ -20,6 +20,7 @@ from benchmark.layout import REPO_ROOT
 # Where a config places a `type=` (list indices written []) -> the registry that builds it.
 PLACES = [
     (r'model', MODELS),
+    (r'model\.data_preprocessor', MODELS),
     (r'(train|val|test)_dataloader\.dataset', DATASETS),
     (r'(train|val|test)_dataloader\.sampler', DATA_SAMPLERS),
     (r'(train|val|test)_dataloader\.collate_fn', FUNCTIONS),

@@ -99,7 +99,10 @@ class _ImageDataset(Dataset):
         # the seed, so they do not depend on the worker or on an interruption.
         if isinstance(key, SampleKey):
             with seeded_rng(key.seed):
-                return self._item(key.index)
+                item = self._item(key.index)
+            if getattr(self.transform, 'carries_seed', False):  # raw_uint8: views drawn later
+                item['seed'] = key.seed
+            return item
         return self._item(key)
 
     def _item(self, index: int) -> Dict[str, Any]:

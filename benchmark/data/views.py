@@ -11,7 +11,9 @@ from lightly.transforms import MoCoV2Transform, SimCLRTransform
 from lightly.transforms.utils import IMAGENET_NORMALIZE
 from torchvision import transforms as T
 
-VIEW_NAMES = ('mocov2', 'simclr', 'linear_train', 'test')
+from benchmark.data.raw_view import RAW_VIEW, RawImage
+
+VIEW_NAMES = ('mocov2', 'simclr', 'linear_train', 'test', RAW_VIEW)
 
 # Resize-then-center-crop ratio of the standard ImageNet test protocol (256 -> 224).
 TEST_CROP_RATIO = 0.875
@@ -40,6 +42,9 @@ def build_view(
             two views. ``'simclr'``: lightly's SimCLRTransform, two views.
             ``'linear_train'``: RandomResizedCrop + horizontal flip, one view.
             ``'test'``: resize to ``round(input_size / 0.875)`` + center crop, one view.
+            ``'raw_uint8'``: the decoded image as a (3, H, W) uint8 tensor at its native size
+            (``raw_size=N`` resizes it to N x N), for views drawn on the device by
+            ``benchmark.data.gpu_views.GPUViewPreprocessor``; ``input_size`` is not used.
         input_size: Side of the square output in pixels.
         normalize: Dict with ``'mean'`` and ``'std'``, or None to keep values in [0, 1].
 
@@ -54,12 +59,15 @@ def build_view(
     if isinstance(name, dict):
         overrides = dict(name)
         name = overrides.pop('name', None)
-        if overrides and name not in ('mocov2', 'simclr'):
-            raise ValueError(f'view {name!r} takes no overrides; only mocov2 and simclr do')
+        if overrides and name not in ('mocov2', 'simclr', RAW_VIEW):
+            raise ValueError(f'view {name!r} takes no overrides; only mocov2, simclr and '
+                             f'{RAW_VIEW} do')
     if name == 'mocov2':
         return MoCoV2Transform(input_size=input_size, normalize=normalize, **overrides)
     if name == 'simclr':
         return SimCLRTransform(input_size=input_size, normalize=normalize, **overrides)
+    if name == RAW_VIEW:
+        return RawImage(**overrides)
     if name == 'linear_train':
         return T.Compose([T.RandomResizedCrop(input_size), T.RandomHorizontalFlip(),
                           *_to_tensor(normalize)])

@@ -24,6 +24,8 @@ from mmengine.utils.dl_utils import set_multi_processing
 from torch.utils.data import DataLoader
 
 from benchmark import dist
+from benchmark.data.gpu_views import check_view_pairing
+from benchmark.data.raw_view import RAW_VIEW, RawImage
 from benchmark.data.views import VIEW_NAMES
 from benchmark.engine.config_schema import (ConfigError, Rule, _check_component, _check_keys,  # noqa: F401
                                             _check_kwargs, _check_types, _hint, _int_at_least,
@@ -64,6 +66,10 @@ def validate_config(cfg: Config) -> None:
     if model_type.startswith('MixCo') and loader.get('batch_size', 2) % 2:
         raise ConfigError(f"train_dataloader.batch_size must be even for {model_type} (it mixes "
                           f"the two halves of each batch), got {loader['batch_size']}")
+    try:  # views on the device need a raw_uint8 dataset, and the other way round
+        check_view_pairing(cfg)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 # Module paths configs listed before the suite was split into packages (issue 10).
@@ -136,7 +142,7 @@ def _import_custom_modules(custom: Optional[dict]) -> None:
                 raise _custom_import_error(name, err) from None
 
 
-VIEW_TRANSFORMS = dict(mocov2=MoCoV2Transform, simclr=SimCLRTransform)
+VIEW_TRANSFORMS = {'mocov2': MoCoV2Transform, 'simclr': SimCLRTransform, RAW_VIEW: RawImage}
 
 
 def _view(value: Any, path: str) -> None:
@@ -150,7 +156,7 @@ def _view(value: Any, path: str) -> None:
                       supplied={'input_size', 'normalize'}, extra={'name'})
     elif len(value) > 1:
         raise ConfigError(f"{path}: view {value['name']!r} takes no overrides; only "
-                          f"{' and '.join(VIEW_TRANSFORMS)} do")
+                          f"{', '.join(VIEW_TRANSFORMS)} do")
 
 
 MODEL_RULES = dict(temperature=_positive, mix_temperature=_positive, mix_alpha=_positive,

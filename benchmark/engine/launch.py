@@ -11,6 +11,7 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS
 
 from benchmark import dist
+from benchmark.data.gpu_views import fill_view_size
 from benchmark.data.views import build_view
 from benchmark.engine.checkpoints import choose_resume_checkpoint, loadable
 from benchmark.engine.config_check import merge_options, read_config
@@ -30,6 +31,7 @@ def load_config(config: str, cfg_options: Optional[dict] = None, work_dir: Optio
     """
     cfg = read_config(config)
     merge_options(cfg, cfg_options or {})
+    fill_view_size(cfg)  # views on the device: their size follows the dataset's input_size
     if work_dir:
         cfg.work_dir = work_dir
     elif not cfg.get('work_dir'):

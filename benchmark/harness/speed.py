@@ -28,6 +28,7 @@ from benchmark.harness.speed_eval import bench_features, bench_knn, knn_mismatch
 from benchmark.harness.timing import (Settings, cpu_peak_growth, in_turn, own_bytes,  # noqa: F401
                                       paired_ratio, step_peak_bytes, sync, timed)
 from benchmark import dist
+from benchmark.data.gpu_views import fill_view_size
 from benchmark.engine.channels_last import to_channels_last, use_channels_last
 from benchmark.engine.config_check import read_config
 from benchmark.layout import REPO_ROOT
@@ -47,7 +48,11 @@ MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
 
 PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare step
 # Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
-VIEWS_OPTIONS: Dict[str, Optional[dict]] = {'pil': {}, 'gpu': None}
+VIEWS_OPTIONS: Dict[str, dict] = {
+    'pil': {},  # PIL views in the loader workers (the paper configs)
+    'gpu': {'train_dataloader.dataset.view': 'raw_uint8',  # as configs/*_tiny_fast.py
+            'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
+}
 
 
 NOTES = dict(
@@ -195,10 +200,8 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
                                  loss_scale=dict(enabled=False))
     if s.channels_last:
         cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
-    if VIEWS_OPTIONS[s.views] is None:
-        raise ValueError(f'--views {s.views}: its config override is not filled in yet '
-                         '(benchmark/harness/speed.py VIEWS_OPTIONS)')
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
+    fill_view_size(cfg)  # the device views' size follows the dataset's input_size
     return cfg
 
 

@@ -113,6 +113,9 @@ def test_fast_configs_differ_from_paper_configs_only_in_the_switches(name, base)
                                              type='CPUCapableAmpOptimWrapper', dtype='bfloat16',
                                              loss_scale=dict(enabled=False))
     assert fast.pop('custom_hooks') == paper.pop('custom_hooks') + [dict(type='ChannelsLastHook')]
+    assert fast['train_dataloader']['dataset'].pop('view') == 'raw_uint8'
+    assert paper['train_dataloader']['dataset'].pop('view') == dict(name='mocov2')
+    assert fast['model'].pop('data_preprocessor') == dict(type='GPUViewPreprocessor', view='mocov2')
     assert fast == paper
 
 

@@ -28,9 +28,12 @@ def test_pipeline_config_gets_the_switches(tmp_path):
     validate_config(fast)
 
 
-def test_gpu_views_refused_until_the_override_is_filled_in(tmp_path):
-    with pytest.raises(ValueError, match='--views gpu: its config override is not filled in'):
-        pipeline_cfg('mocov2', Settings(views='gpu'), 'data', str(tmp_path), 'c')
+def test_gpu_views_switch_gives_the_fast_configs_views(tmp_path):
+    cfg = pipeline_cfg('mocov2', Settings(views='gpu', input_size=32), 'data', str(tmp_path), 'c')
+    assert cfg.train_dataloader.dataset.view == 'raw_uint8'
+    assert cfg.model.data_preprocessor == dict(type='GPUViewPreprocessor', view='mocov2',
+                                               input_size=32)
+    validate_config(cfg)
 
 
 @pytest.mark.parametrize('precision, channels_last, expected', [
