@@ -6,9 +6,18 @@ import pytest
 import torch
 from PIL import Image
 
-from benchmark.data.base import (BAD_DATA, SKIP_HINT, BadImageError, DataRootError,
-                                 _check_policy, _examples, _identity, _ImageDataset, _load_rgb,
-                                 _split)
+from benchmark.data.base import (
+    BAD_DATA,
+    SKIP_HINT,
+    BadImageError,
+    DataRootError,
+    _check_policy,
+    _examples,
+    _identity,
+    _ImageDataset,
+    _load_rgb,
+    _split,
+)
 from benchmark.data.sampler import SampleKey
 
 

@@ -10,6 +10,7 @@ import copy
 import itertools
 import types
 
+import lightly.transforms.gaussian_blur as lightly_blur
 import numpy as np
 import pytest
 import torch
@@ -18,7 +19,6 @@ import torchvision.transforms.functional as TF
 from PIL import Image, ImageFilter
 from scipy import stats
 
-import lightly.transforms.gaussian_blur as lightly_blur
 from benchmark.data import view_ops
 from benchmark.data.gpu_views import GPUViewPreprocessor, apply_view, batch_generator
 from benchmark.data.view_params import ViewParams, draw_view_params, view_spec

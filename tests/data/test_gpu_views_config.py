@@ -8,11 +8,11 @@ from mmengine.config import Config
 from mmengine.dataset import default_collate
 from PIL import Image
 
-from benchmark.engine.config_check import ConfigError, merge_options, validate_config
+from benchmark.data import Digits, ImageFolderDataset
 from benchmark.data.gpu_views import fill_view_size
 from benchmark.data.raw_view import RawImage
-from benchmark.data import Digits, ImageFolderDataset
 from benchmark.data.sampler import SampleKey
+from benchmark.engine.config_check import ConfigError, merge_options, validate_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / 'configs'
 DEVICE_VIEWS = {'train_dataloader.dataset.view': 'raw_uint8',

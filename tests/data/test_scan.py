@@ -13,8 +13,6 @@ from mmengine.logging import MMLogger
 from PIL import Image, ImageFile
 from torch.utils.data import DataLoader
 
-from benchmark.engine.launch import check_data
-from benchmark.layout import REPO_ROOT
 from benchmark.data import (
     BadImageError,
     DataRootError,
@@ -30,7 +28,9 @@ from benchmark.data.fakes import (
     write_odd_format_images,
 )
 from benchmark.data.scan import scan_image_files
+from benchmark.engine.launch import check_data
 from benchmark.evaluation.evaluate import describe_run, record_evaluation
+from benchmark.layout import REPO_ROOT
 
 ROOT = REPO_ROOT
 KINDS = ('truncated', 'non_image', 'zero_byte')
