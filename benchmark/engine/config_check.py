@@ -88,21 +88,22 @@ def _custom_import_error(name: str, err: BaseException) -> 'ConfigError':
 
 
 def read_config(path: str) -> Config:
-    """`Config.fromfile`, with a bad file as one ConfigError line (file and line of a syntax
-    error, an old module path in custom_imports, a missing file)."""
+    """`Config.fromfile`, with a bad file as one ConfigError line: a missing file, a Python syntax
+    error (file and line; mmengine reports '<unknown>' as the file), a module of custom_imports
+    that cannot be imported (an old path names benchmark.components)."""
     if not os.path.isfile(path):
         raise ConfigError(f'config {path} not found; see configs/ for the list')
     try:
-        return Config.fromfile(path)
+        cfg = Config.fromfile(path, import_custom_modules=False)
     except SyntaxError as err:
-        where = f'{err.filename or path}, line {err.lineno}' if err.lineno else path
-        raise ConfigError(f'{where}: Python syntax error: {err.msg}') from None
-    except ImportError as err:
-        name = getattr(err, 'name', None) or ''
-        missing = [m for m in OLD_MODULES if name and (m == name or m.startswith(name + '.'))]
-        raise _custom_import_error(missing[0] if missing else name, err) from None
-    except (OSError, KeyError, TypeError, ValueError, AttributeError, NameError) as err:
+        where = err.filename if err.filename and err.filename != '<unknown>' else path
+        line = f', line {err.lineno}' if err.lineno else ''
+        raise ConfigError(f'{where}{line}: Python syntax error: {err.msg}') from None
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, NameError,
+            ImportError) as err:
         raise ConfigError(f'config {path}: {type(err).__name__}: {_one_line(err)}') from None
+    _import_custom_modules(cfg.get('custom_imports'))  # one line per module that fails
+    return cfg
 
 
 class CfgOptionsAction(DictAction):

@@ -1,0 +1,67 @@
+"""From a config file to a checked config: overrides, work dir, resume choice, bad files in one
+line (syntax errors with file and line, old module paths naming benchmark.components)."""
+import os
+
+import pytest
+import torch
+
+from benchmark.engine.config_check import ConfigError, read_config
+from benchmark.engine.launch import load_config
+from benchmark.layout import REPO_ROOT
+
+CONFIG = str(REPO_ROOT / 'configs' / 'mocov2_r18_digits.py')
+
+
+def test_overrides_work_dir_and_launcher():
+    cfg = load_config(CONFIG, {'train_cfg.max_epochs': 2}, launcher='pytorch')
+    assert cfg.train_cfg.max_epochs == 2 and cfg.launcher == 'pytorch'
+    assert cfg.work_dir == os.path.join('work_dirs', 'mocov2_r18_digits')
+    assert load_config(CONFIG, work_dir='/tmp/w').work_dir == '/tmp/w'
+
+
+def test_resume_auto_without_checkpoints_starts_from_scratch(tmp_path, capsys):
+    cfg = load_config(CONFIG, work_dir=str(tmp_path), resume='auto')
+    assert (cfg.resume, cfg.load_from) == (False, None)
+    assert 'starting from scratch' in capsys.readouterr().err
+
+
+def test_resume_from_an_unloadable_file_is_one_line(tmp_path):
+    bad = tmp_path / 'epoch_1.pth'
+    bad.write_bytes(b'not a checkpoint')
+    with pytest.raises(ValueError, match=r'^--resume .*epoch_1.pth: cannot load it') as info:
+        load_config(CONFIG, work_dir=str(tmp_path), resume=str(bad))
+    assert '\n' not in str(info.value)
+
+
+def test_resume_from_a_named_checkpoint(tmp_path):
+    path = tmp_path / 'epoch_1.pth'
+    torch.save({'state_dict': {}, 'meta': {'epoch': 1}}, path)
+    cfg = load_config(CONFIG, work_dir=str(tmp_path), resume=str(path))
+    assert (cfg.resume, cfg.load_from) == (True, str(path))
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / 'broken.py'
+    path.write_text("_base_ = []\nmodel = dict(type='MoCo'\ntrain_cfg = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    message = str(info.value)
+    assert '\n' not in message and str(path) in message and 'line 2' in message
+    assert 'syntax error' in message
+
+
+def test_missing_config_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match='not found; see configs/'):
+        read_config(str(tmp_path / 'nope.py'))
+
+
+@pytest.mark.parametrize('old', ['benchmark.datasets', 'benchmark.hooks', 'methods.linear_probe'])
+def test_old_module_path_in_custom_imports_names_components(tmp_path, old):
+    path = tmp_path / 'old.py'
+    path.write_text(f"_base_ = [{CONFIG!r}]\n"
+                    f"custom_imports = dict(imports=['methods', {old!r}], "
+                    "allow_failed_imports=False)\n")
+    with pytest.raises(ConfigError) as info:
+        read_config(str(path))
+    message = str(info.value)
+    assert '\n' not in message and old in message and 'benchmark.components' in message
