@@ -8,6 +8,7 @@ from mmengine.registry import DATASETS, MODELS
 
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
+from benchmark.data.gpu_views import fill_view_size
 from tests.conftest import ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
@@ -32,6 +33,7 @@ def test_config_name_follows_convention(path: Path):
 def test_config_builds_model_on_cpu(path: Path):
     """The model and its dataset type resolve in the registries; the model builds on CPU."""
     cfg = Config.fromfile(str(path))
+    fill_view_size(cfg)  # as every tool does: device views take the dataset's input_size
     if 'queue_size' in cfg.model:
         cfg.model.queue_size = 256  # keep memory small; the contract allows overriding it
     model = MODELS.build(cfg.model)
