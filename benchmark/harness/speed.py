@@ -12,10 +12,11 @@ because a shared machine's speed drifts over minutes:
 3. features and kNN (speed_eval.py); 4. views: drawing a batch's views (speed_views.py).
 Images/s always counts source images (B per step), the same for every method.
 """
+import os
 import statistics
 import tempfile
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -141,7 +142,8 @@ def paper_keys(grid: dict) -> dict:
                 paper_setting_time_ratio=c['time_ratio'],
                 paper_setting_memory_ratio=c['memory_ratio'],
                 paper_setting_bound=mixco['bound'], paper_setting_tflops=mixco.get('tflops'),
-                paper_setting_peak_fraction=mixco.get('peak_fraction'))
+                paper_setting_peak_fraction=mixco.get('peak_fraction'),
+                paper_setting_floor_images_per_s=mixco.get('floor_images_per_s'))
 
 
 def run(s: Settings, log: Callable[[str], None] = print) -> dict:
@@ -150,7 +152,7 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
     # One thread on CPU by default: while other processes share the cores, a thread that is
     # descheduled stalls every OpenMP barrier, which made 2-thread steps 3-10x slower and erratic.
     torch.set_num_threads(s.threads or (torch.get_num_threads() if device.type == 'cuda' else 1))
-    name = device_name(device)
+    name, load = device_name(device), load_average()
     out = dict(device=describe_device(device), device_name=name,
                device_slug=device_slug(name, usable_cores()), memory_kind=MEMORY_KIND[device.type],
                peak_tflops={p: peak_tflops(name, p) for p in PRECISIONS}, notes=NOTES)
@@ -189,7 +191,13 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
     if 'views' not in s.skip:
         log('views ...')
         out['views'] = bench_views(s, device)
+    out['load_average'] = dict(start=load, end=load_average())
     return out
+
+
+def load_average() -> Optional[List[float]]:
+    """The host's 1, 5 and 15-minute load averages (other work on a shared machine)."""
+    return [round(v, 2) for v in os.getloadavg()] if hasattr(os, 'getloadavg') else None
 
 
 HEADLINE = (*[f'{p}_{k}' for p in PAIRS for k in ('time_ratio', 'floor_passes', 'floor_flops',

@@ -16,6 +16,10 @@ def header(result: dict, s: Settings) -> List[str]:
                f'batch {s.batch} per process')
     lines = [f'{"Paper setting" if s.paper else "Speed and memory"}: {setting}; '
              f'{result["device"]}.', '']
+    load = result.get('load_average') or {}
+    if load.get('start') and load.get('end'):
+        lines[-1:] = [f'Host load average (1, 5, 15 min) at start {load["start"]}, at end '
+                      f'{load["end"]}.', '']
     peaks = list(result.get('peak_tflops') or ('bf16', 'fp32'))
     lines += [f'Peak: {peak_line(result.get("device_name", "cpu"), peaks)}.',
               f'Peak memory: {result["memory_kind"]}.', '']
@@ -62,7 +66,9 @@ def pipeline_table(result: dict) -> List[str]:
 
 def paper_line(result: dict) -> str:
     share = result['paper_setting_peak_fraction']
-    peak = NO_PEAK if share is None else f'{100 * share:.1f}% of the device peak'
+    peak = NO_PEAK if share is None else (
+        f'{100 * share:.1f}% of the device peak, which would allow '
+        f'{result["paper_setting_floor_images_per_s"]:.0f} images/s')
     return (f'Paper setting, fastest configuration {result["paper_setting_config"]}: MixCo '
             f'{result["paper_setting_images_per_s"]:.1f} source images/s end to end '
             f'(MoCo-v2 {result["paper_setting_mocov2_images_per_s"]:.1f}), waiting for data '

@@ -58,7 +58,7 @@ def test_bench_steps_times_and_counts_each_member():
 def test_paper_keys_take_the_configuration_where_mixco_is_fastest():
     def config(mixco_ips, wait):
         mixco = dict(median_images_per_s=mixco_ips, median_data_wait_fraction=wait, bound='data',
-                     tflops=1.0, peak_fraction=None)
+                     tflops=1.0, peak_fraction=None, floor_images_per_s=None)
         return dict(methods=dict(mixco=mixco, mocov2=dict(median_images_per_s=2 * mixco_ips)),
                     time_ratio=mixco_ips / 100, memory_ratio=1.2)
     out = paper_keys({'pil-fp32': config(50, 0.5), 'gpu-bf16-cl': config(80, 0.1)})
@@ -88,6 +88,7 @@ def test_only_views_writes_results_named_by_the_device(tmp_path, subprocess_env)
     result = json.loads((tmp_path / f'{stem}.json').read_text())
     assert set(PARTS) & set(result) == {'views'} and result['device_slug'] == stem
     assert result['views']['ms_per_batch']['device_path'] > 0
+    assert len(result['load_average']['start']) == 3 and 'Host load average' in proc.stdout
     assert 'Views (4 images 16 px -> 2 views 16 px' in proc.stdout
 
 

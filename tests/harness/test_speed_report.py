@@ -31,7 +31,11 @@ def test_markdown_tables():
         in text
     assert ('| gpu-bf16-cl | MixCo (MoCo-v2) | 100.0 | 125.0 | 0.80 | 25.0% | 1.20 | 1.10 | 0.4 '
             '| 50.0% | data |') in text
-    assert 'Paper setting' not in text and 'kNN' not in text
+    assert 'Paper setting' not in text and 'kNN' not in text and 'load average' not in text
+    loaded = markdown(dict(made_up_result(), load_average=dict(start=[4.5, 3.0, 2.0],
+                                                               end=[5.0, 4.0, 3.0])), Settings())
+    assert 'Host load average (1, 5, 15 min) at start [4.5, 3.0, 2.0], at end [5.0, 4.0, 3.0].' \
+        in loaded
 
 
 def test_paper_and_views_lines():
@@ -39,11 +43,15 @@ def test_paper_and_views_lines():
                   paper_setting_mocov2_images_per_s=2000.0, paper_setting_data_wait=0.02,
                   paper_setting_bound='compute', paper_setting_time_ratio=1.33,
                   paper_setting_memory_ratio=1.25, paper_setting_tflops=30.0,
-                  paper_setting_peak_fraction=0.0303)
+                  paper_setting_peak_fraction=0.0303, paper_setting_floor_images_per_s=49500.0)
     line = paper_line(result)
     assert line.startswith('Paper setting, fastest configuration gpu-bf16-cl: MixCo 1500.0 ')
     assert '(MoCo-v2 2000.0), waiting for data 2.0%, bound: compute' in line
-    assert 'time 1.33, memory 1.25; 30 TFLOP/s (3.0% of the device peak).' in line
+    assert ('time 1.33, memory 1.25; 30 TFLOP/s (3.0% of the device peak, which would allow '
+            '49500 images/s).') in line
+    no_peak = paper_line(dict(result, paper_setting_peak_fraction=None,
+                              paper_setting_floor_images_per_s=None))
+    assert no_peak.endswith('30 TFLOP/s (no peak known).')
     views = dict(batch=64, native=64, size=224, device='cuda',
                  ms_per_batch=dict(device_path=5.0, pil_per_image=400.0, kornia=None))
     assert views_line(views) == ('Views (64 images 64 px -> 2 views 224 px, cuda): device path '
