@@ -1,7 +1,7 @@
-"""Measure MixCo's cost against MoCo-v2 and SimCLR, the pipeline's efficiency and kNN speed.
+"""Measure the MixCo family's cost over its baselines, the pipeline's speed and kNN speed.
 
-Default (minutes on two CPU cores): python tools/benchmark_speed.py --out s.json --table s.md
-The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out speed.json
+Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
+The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
 """
@@ -16,34 +16,44 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
 
-from benchmark.harness.speed import HEADLINE, Settings, markdown, run  # noqa: E402
+from benchmark.harness.speed import HEADLINE, PARTS, run  # noqa: E402
+from benchmark.harness.speed_pipeline import PAPER_GRID, config_settings  # noqa: E402
+from benchmark.harness.speed_report import markdown  # noqa: E402
+from benchmark.harness.timing import Settings  # noqa: E402
 
-PARTS = ('step', 'pipeline', 'features', 'knn')
+# --paper: the paper's setting on one GPU (total batch 128) over a 20,000-image folder, one
+# epoch per configuration of the grid; any of these given on the command line wins.
+PAPER = dict(depth=18, input_size=224, batch=128, small_stem=False, images=20000,
+             pipeline_iters=None, pipeline_rounds=1, configs=PAPER_GRID)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     d = Settings()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--depth', type=int, default=d.depth, choices=[18, 34, 50])
-    p.add_argument('--input-size', type=int, default=d.input_size, help='pixels')
-    p.add_argument('--batch', type=int, default=d.batch, help='images per step (per process)')
-    p.add_argument('--small-stem', action='store_true', help='3x3 stem, no max-pool')
-    p.add_argument('--paper', action='store_true',
-                   help='the paper\'s setting: ResNet-18, 224 px, batch 64 per process')
+    p.add_argument('--paper', action='store_true', help='ResNet-18, 224 px, batch 128, 20,000 '
+                   'images, one epoch per configuration of ' + ' '.join(PAPER_GRID))
+    p.add_argument('--depth', type=int, choices=[18, 34, 50])
+    p.add_argument('--input-size', type=int, help=f'pixels (default {d.input_size})')
+    p.add_argument('--batch', type=int, help=f'images per step, per process ({d.batch})')
+    p.add_argument('--small-stem', action='store_true', default=None, help='3x3 stem, no pool')
+    p.add_argument('--images', type=int, help='training images of the generated folder '
+                   '(default: what the parts need)')
+    p.add_argument('--data-dir', help='keep the generated folder here and reuse it')
+    p.add_argument('--configs', nargs='+', help='pipeline configurations VIEWS-PRECISION[-cl], '
+                   'e.g. gpu-bf16-cl (default: the one of --views/--precision/--channels-last)')
     p.add_argument('--repeats', type=int, default=d.repeats, help='timed steps per method')
     p.add_argument('--warmup', type=int, default=d.warmup, help='untimed steps per method')
-    p.add_argument('--pipeline-rounds', type=int, default=d.pipeline_rounds,
-                   help='Runner epochs per method, alternating')
-    p.add_argument('--pipeline-iters', type=int, default=d.pipeline_iters,
-                   help='timed iterations per epoch')
+    p.add_argument('--pipeline-rounds', type=int, help=f'Runner epochs per method and '
+                   f'configuration, alternating ({d.pipeline_rounds})')
+    p.add_argument('--pipeline-iters', type=int, help=f'timed iterations per epoch '
+                   f'({d.pipeline_iters}; --paper: the whole epoch)')
     p.add_argument('--pipeline-warmup', type=int, default=d.pipeline_warmup,
                    help='untimed iterations at the start of each epoch')
-    p.add_argument('--num-workers', type=int, default=None,
-                   help='dataloader workers of the pipeline (default: the config\'s)')
-    p.add_argument('--threads', type=int, default=None,
-                   help='torch and faiss threads (default: 1 on CPU, robust to other load on '
-                   'the cores; torch\'s default on GPU)')
-    p.add_argument('--feature-images', type=int, default=d.feature_images)
+    p.add_argument('--num-workers', type=int, help='dataloader workers (default: the config\'s)')
+    p.add_argument('--threads', type=int, help='torch and faiss threads (default: 1 on CPU, '
+                   'robust to other load on the cores; torch\'s default on GPU)')
+    for name in ('feature_images', 'views_native', 'views_repeats'):
+        p.add_argument(f'--{name.replace("_", "-")}', type=int, default=getattr(d, name))
     for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
         p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
     p.add_argument('--precision', choices=['fp32', 'bf16'], default=d.precision,
@@ -52,6 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--views', choices=['pil', 'gpu'], default=d.views,
                    help='pipeline views: PIL in the workers, or the GPU views override')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
+    p.add_argument('--only', nargs='+', choices=PARTS, help='the parts to run (e.g. views)')
+    p.add_argument('--out-dir', help='write <device-slug>.json and .md here (results/speed)')
     p.add_argument('--out', help='write the results as JSON here')
     p.add_argument('--table', help='write the markdown table here')
     p.add_argument('--debug', action='store_true', help='show tracebacks of errors')
@@ -59,20 +71,32 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    """Settings from the arguments; --paper overrides backbone, input size and batch."""
-    if args.paper:
-        args.depth, args.input_size, args.batch, args.small_stem = 18, 224, 64, False
-    values = {f.name: getattr(args, f.name) for f in fields(Settings) if f.name != 'skip'}
-    s = Settings(**values, skip=tuple(args.skip))
-    positive = {n: getattr(s, n) for n in ('input_size', 'batch', 'repeats', 'pipeline_rounds',
-                                           'pipeline_iters', 'pipeline_warmup', 'feature_images',
-                                           'knn_bank', 'knn_queries', 'knn_dim', 'knn_k',
-                                           'knn_classes', 'knn_chunk', 'knn_repeats')}
-    bad = [f'--{n.replace("_", "-")}={v}' for n, v in positive.items() if v < 1]
-    bad += [f'--threads={s.threads}'] if s.threads is not None and s.threads < 1 else []
-    if bad or s.warmup < 0 or s.batch % 2:
-        raise ValueError(f'need positive sizes and counts, warmup >= 0 and an even batch '
+    """Settings from the arguments: given values, else --paper's, else the defaults."""
+    d, paper = Settings(), PAPER if args.paper else {}
+    values = {}
+    for f in fields(Settings):
+        given = getattr(args, f.name, None)
+        values[f.name] = given if given is not None else paper.get(f.name, getattr(d, f.name))
+    skip = [p for p in PARTS if p not in args.only] if args.only else args.skip
+    s = Settings(**{**values, 'skip': tuple(skip), 'configs': tuple(values['configs']),
+                    'paper': args.paper})
+    for name in s.configs:
+        config_settings(s, name)  # raises on a bad name
+    counts = ('input_size', 'batch', 'repeats', 'pipeline_rounds', 'pipeline_iters',
+              'feature_images', 'knn_bank', 'knn_queries', 'knn_dim', 'knn_k', 'knn_classes',
+              'knn_chunk', 'knn_repeats', 'views_native', 'views_repeats', 'threads', 'images')
+    bad = [f'--{n.replace("_", "-")}={getattr(s, n)}' for n in counts
+           if getattr(s, n) is not None and getattr(s, n) < 1]
+    bad += [f'--warmup={s.warmup}'] * (s.warmup < 0)
+    bad += [f'--pipeline-warmup={s.pipeline_warmup}'] * (s.pipeline_warmup < 0)
+    if bad or s.batch % 2:
+        raise ValueError(f'need positive sizes and counts, warmups >= 0 and an even batch '
                          f'(MixCo pairs its halves); got {" ".join(bad) or f"--batch={s.batch}"}')
+    per_epoch = (s.images or 0) // s.batch
+    if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2):
+        raise ValueError(f'--images={s.images} gives {per_epoch} batches of {s.batch}; the '
+                         f'pipeline needs --pipeline-warmup {s.pipeline_warmup} + '
+                         f'{s.pipeline_iters or 2} timed: raise --images')
     return s
 
 
@@ -88,15 +112,20 @@ def main(argv=None) -> int:
         return 2
     result['settings'] = asdict(s)
     table = markdown(result, s)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + '\n')
-    if args.table:
-        Path(args.table).write_text(table)
+    outs = [(args.out, args.table)]
+    if args.out_dir:
+        stem = Path(args.out_dir) / result['device_slug']
+        outs.append((f'{stem}.json', f'{stem}.md'))
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    for out, md in outs:
+        if out:
+            Path(out).write_text(json.dumps(result, indent=2) + '\n')
+        if md:
+            Path(md).write_text(table)
     print(table)
-    for key in HEADLINE:
-        if key in result:
-            value = result[key]
-            print(f'{key}: {value:.3f}' if isinstance(value, float) else f'{key}: {value}')
+    for key in (k for k in HEADLINE if k in result):
+        value = result[key]
+        print(f'{key}: {value:.3f}' if isinstance(value, float) else f'{key}: {value}')
     return 0
 
 

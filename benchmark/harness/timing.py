@@ -89,10 +89,12 @@ class Settings:
     repeats: int = 20
     warmup: int = 3
     pipeline_rounds: int = 3
-    pipeline_iters: int = 20
+    pipeline_iters: Optional[int] = 20  # timed iterations per epoch; None: the whole epoch
     pipeline_warmup: int = 5
     num_workers: Optional[int] = None  # None: the config's
     threads: Optional[int] = None  # torch and faiss threads; None: 1 on CPU, torch's on GPU
+    images: Optional[int] = None  # training images of the fake folder; None: what the parts need
+    data_dir: Optional[str] = None  # keep the fake folder here and reuse it; None: a temp dir
     feature_images: int = 512
     knn_bank: int = 50000
     knn_queries: int = 10000
@@ -104,4 +106,8 @@ class Settings:
     precision: str = 'fp32'  # or 'bf16': autocast (bare steps) / CPUCapableAmpOptimWrapper (Runner)
     channels_last: bool = False  # model and image batches in NHWC (benchmark/engine/channels_last.py)
     views: str = 'pil'  # or 'gpu': the pipeline config gets VIEWS_OPTIONS['gpu']
-    skip: Sequence[str] = field(default_factory=tuple)  # of 'step', 'pipeline', 'features', 'knn'
+    configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
+    paper: bool = False  # the paper's setting: the headline paper_setting_* keys
+    views_native: int = 64  # side of the decoded images of the views part
+    views_repeats: int = 5
+    skip: Sequence[str] = field(default_factory=tuple)  # of PARTS

@@ -1,4 +1,5 @@
-"""tools/benchmark_speed.py: the memory measure, the ratios, and one tiny end-to-end run."""
+"""tools/benchmark_speed.py and benchmark.harness.speed: the family's ratios and floors, the
+command line's errors, and tiny end-to-end runs of the default harness and of --paper."""
 import json
 import math
 import subprocess
@@ -7,81 +8,142 @@ import sys
 import pytest
 import torch
 
-from benchmark.harness.speed import (
-    HEADLINE,
-    cpu_peak_growth,
-    knn_mismatches,
-    paired_ratio,
-)
+from benchmark.harness.speed import HEADLINE, PARTS, bench_steps, paper_keys, step_ratios
+from benchmark.harness.speed_step import PAIRS
+from benchmark.harness.timing import Settings
 from tests.conftest import ROOT
 
 TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
         '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
         '--num-workers', '0', '--feature-images', '8', '--knn-bank', '500', '--knn-queries', '64',
-        '--knn-k', '20', '--knn-classes', '10', '--knn-chunk', '16', '--knn-repeats', '1']
+        '--knn-k', '20', '--knn-classes', '10', '--knn-chunk', '16', '--knn-repeats', '1',
+        '--views-native', '16', '--views-repeats', '1']
 
 
-def test_cpu_peak_growth_counts_live_tensor_bytes():
-    """Two 4 MB tensors alive at once, then one freed before a third: the peak is 8 MB exactly."""
-    def fn():
-        a, b = torch.empty(10**6), torch.empty(10**6)  # float32: 4,000,000 bytes each
-        del a
-        c = torch.empty(10**6)
-        del b, c
-
-    cpu_peak_growth(fn)  # first profiler session initialises the profiler
-    assert cpu_peak_growth(fn) == 8_000_000
+def tool(args, env, timeout=600):
+    return subprocess.run([sys.executable, 'tools/benchmark_speed.py', *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
-def test_paired_ratio_cancels_drift():
-    """The machine slows 3x between rounds; each round's adjacent pair still says 1.25."""
-    assert paired_ratio([1.25, 3.75, 2.5], [1.0, 3.0, 2.0]) == pytest.approx(1.25)
+def test_step_ratios_pair_each_member_with_its_baseline():
+    """Hand-made step records: MixCo's steps take 1.5x, 2x, 1.5x MoCo-v2's adjacent ones."""
+    base = dict(step_seconds=[1.0, 2.0, 4.0], peak_bytes=100, step_peak_growth_bytes=40,
+                flops_per_image=4.0)
+    steps = {m: dict(base) for m in ('mocov2', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr')}
+    steps['mixco'] = dict(step_seconds=[1.5, 4.0, 6.0], peak_bytes=130, step_peak_growth_bytes=70,
+                          flops_per_image=5.5)
+    out = step_ratios(steps)
+    assert out['mixco_moco_time_ratio'] == 1.5  # median of 1.5, 2, 1.5
+    assert out['mixco_moco_memory_ratio'] == 1.3 and out['mixco_moco_step_growth_ratio'] == 1.75
+    assert out['mixco_moco_floor_flops'] == 5.5 / 4.0
+    assert out['mixco_moco_floor_passes'] == 1.375 and out['unmix_moco_floor_passes'] == 1.75
+    assert out['imix_moco_time_ratio'] == 1.0 and out['mixco_simclr_floor_passes'] == 1.5
+    assert {k.rsplit('_', 2)[0] for k in out if k.endswith('_floor_flops')} == set(PAIRS)
 
 
-def test_knn_mismatches_tells_ties_from_errors():
-    """Row 0 disagrees on a tie (equal scores), row 1 on a real difference, row 2 agrees."""
-    scores = torch.tensor([[2.0, 2.0, 0.0], [3.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
-    ours, theirs = torch.tensor([0, 0, 2]), torch.tensor([1, 1, 2])
-    bank = torch.eye(3)
-    queries = torch.tensor([[1.0, 0.5, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 1.0]])
-    assert knn_mismatches(scores, ours, theirs, bank, queries, k=2) == (2, 1)
+def test_bench_steps_times_and_counts_each_member():
+    s = Settings(input_size=16, batch=4, small_stem=True, repeats=2, warmup=0)
+    steps = bench_steps(s, torch.device('cpu'), methods=('mocov2', 'mixco'))
+    for m in ('mocov2', 'mixco'):
+        r = steps[m]
+        assert len(r['step_seconds']) == 2 and r['images_per_s'] == 4 / r['seconds_per_step']
+        assert r['peak_bytes'] == r['own_bytes'] + r['step_peak_growth_bytes']
+        assert r['tflops'] == pytest.approx(r['images_per_s'] * r['flops_per_image'] / 1e12)
+        assert r['peak_fraction'] is None  # no peak known for a CPU
+    # MixCo's extra B/2 mixed queries (forward + backward) and its mix logits: about 11/8 as much
+    ratio = steps['mixco']['flops_per_image'] / steps['mocov2']['flops_per_image']
+    assert 1.3 < ratio < 1.5
 
 
-def test_odd_batch_is_one_line_error(subprocess_env):
-    proc = subprocess.run([sys.executable, 'tools/benchmark_speed.py', '--batch', '5'], cwd=ROOT,
-                          env=subprocess_env, capture_output=True, text=True, timeout=120)
+def test_paper_keys_take_the_configuration_where_mixco_is_fastest():
+    def config(mixco_ips, wait):
+        mixco = dict(median_images_per_s=mixco_ips, median_data_wait_fraction=wait, bound='data',
+                     tflops=1.0, peak_fraction=None, floor_images_per_s=None)
+        return dict(methods=dict(mixco=mixco, mocov2=dict(median_images_per_s=2 * mixco_ips)),
+                    time_ratio=mixco_ips / 100, memory_ratio=1.2)
+    out = paper_keys({'pil-fp32': config(50, 0.5), 'gpu-bf16-cl': config(80, 0.1)})
+    assert out['paper_setting_config'] == 'gpu-bf16-cl'
+    assert (out['paper_setting_images_per_s'], out['paper_setting_mocov2_images_per_s'],
+            out['paper_setting_data_wait'], out['paper_setting_time_ratio']) == (80, 160, 0.1, 0.8)
+
+
+@pytest.mark.parametrize('args, needle', [
+    (['--batch', '5'], '--batch=5'),
+    (['--configs', 'gpu-fp16'], "'gpu-fp16'"),
+    (['--paper', '--images', '64', '--batch', '8', '--pipeline-iters', '4'], 'raise --images'),
+    (['--images', '0'], '--images=0')])
+def test_bad_arguments_are_one_line_errors(subprocess_env, args, needle):
+    proc = tool(args, subprocess_env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith('error: benchmark_speed: ')
-    assert '--batch=5' in proc.stderr
+    assert needle in proc.stderr
+
+
+def test_only_views_writes_results_named_by_the_device(tmp_path, subprocess_env):
+    proc = tool([*TINY, '--only', 'views', '--out-dir', str(tmp_path)], subprocess_env, 300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    slug = 'nvidia' if torch.cuda.is_available() else 'cpu-'
+    (stem,) = [p.stem for p in tmp_path.glob('*.json')]
+    assert stem.startswith(slug) and (tmp_path / f'{stem}.md').is_file()
+    result = json.loads((tmp_path / f'{stem}.json').read_text())
+    assert set(PARTS) & set(result) == {'views'} and result['device_slug'] == stem
+    assert result['views']['ms_per_batch']['device_path'] > 0
+    assert len(result['load_average']['start']) == 3 and 'Host load average' in proc.stdout
+    assert 'Views (4 images 16 px -> 2 views 16 px' in proc.stdout
 
 
 @pytest.mark.slow
 def test_tiny_run_writes_json_and_table(tmp_path, subprocess_env):
     """Every part runs at the tiniest sizes; the numbers are sane (no assertion on speed)."""
     out, table = tmp_path / 'speed.json', tmp_path / 'speed.md'
-    proc = subprocess.run([sys.executable, 'tools/benchmark_speed.py', *TINY, '--out', str(out),
-                           '--table', str(table)], cwd=ROOT, env=subprocess_env,
-                          capture_output=True, text=True, timeout=600)
+    proc = tool([*TINY, '--out', str(out), '--table', str(table)], subprocess_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert set(HEADLINE) | {'device', 'memory_kind', 'steps', 'pipeline', 'features', 'knn'} \
-        <= set(result)
+    assert set(HEADLINE) - {k for k in HEADLINE if k.startswith('paper_')} <= set(result)
+    assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
     for key in HEADLINE:
-        if key != 'faiss_same_predictions':
+        if key in result and key not in ('faiss_same_predictions',):
             assert math.isfinite(result[key]) and result[key] > 0, key
     assert result['faiss_same_predictions'] is True
-    assert result['knn']['top1_equal_fraction'] == 1.0
     steps = result['steps']
-    for method in ('mocov2', 'mixco', 'simclr', 'mixco_simclr'):
-        assert steps[method]['images_per_s'] > 0
+    for method in ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr'):
+        assert steps[method]['images_per_s'] > 0 and steps[method]['flops_per_image'] > 0
         assert steps[method]['peak_bytes'] > steps[method]['own_bytes'] > 0
     # Same weights, optimizer state and inputs; MixCo's 1.5 B forward can only add activations.
     assert steps['mixco']['own_bytes'] == steps['mocov2']['own_bytes']
-    assert steps['mixco']['step_peak_growth_bytes'] >= steps['mocov2']['step_peak_growth_bytes']
     assert steps['mocov2']['own_bytes'] > steps['simclr']['own_bytes']  # key encoder + queue
-    assert {'mocov2', 'mixco'} == set(result['pipeline'])
-    assert all(0 <= p['median_data_wait_fraction'] < 1 for p in result['pipeline'].values())
-    assert result['features']['images'] == 8 and result['features']['images_per_s'] > 0
+    (config,) = result['pipeline'].values()
+    assert list(result['pipeline']) == ['pil-fp32'] and set(config['methods']) == {'mocov2', 'mixco'}
+    assert all(0 <= p['median_data_wait_fraction'] < 1 for p in config['methods'].values())
+    assert result['features']['images'] == 8 and result['views']['batch'] == 4
     text = table.read_text()
-    assert '| MixCo (MoCo-v2) | O |' in text and '| MoCo-v2 | X |' in text
+    assert '| MixCo (MoCo-v2) | MoCo-v2 |' in text and '| pil-fp32 | MoCo-v2 |' in text
+    assert '| Un-Mix (MoCo-v2) | MoCo-v2 |' in text and 'Paper setting' not in text
     assert proc.stdout.strip().splitlines()[-1].startswith('knn_over_matmul: ')
+
+
+@pytest.mark.slow
+def test_tiny_paper_run_measures_the_grid(tmp_path, subprocess_env):
+    proc = tool(['--paper', '--images', '64', '--input-size', '32', '--batch', '8',
+                 '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
+                 '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
+                 '--data-dir', str(tmp_path / 'data'), '--out-dir', str(tmp_path)],
+                subprocess_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = tmp_path.glob('*.json')
+    result = json.loads(path.read_text())
+    assert list(result['pipeline']) == ['pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl']
+    settings = result['settings']
+    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
+    for config in result['pipeline'].values():
+        for p in config['methods'].values():
+            assert p['iterations'] == 6 and p['images_per_s'] and p['flops_per_image'] > 0
+        assert config['time_ratio'] > 0 and config['memory_ratio'] > 0
+    fastest = max(result['pipeline'].values(),
+                  key=lambda c: c['methods']['mixco']['median_images_per_s'])
+    assert result['paper_setting_images_per_s'] == fastest['methods']['mixco'][
+        'median_images_per_s']
+    assert 0 <= result['paper_setting_data_wait'] < 1 and result['mixco_moco_time_ratio'] > 0
+    assert result['device'] and (tmp_path / 'data').is_dir()
+    assert 'Paper setting, fastest configuration' in proc.stdout
+    assert 'paper_setting_images_per_s: ' in proc.stdout

@@ -45,3 +45,12 @@ def test_bench_features_times_the_extraction(fake_tiny):
     result = bench_features(s, torch.device('cpu'), fake_tiny)
     assert result['images'] == 8 and len(result['seconds']) == 3
     assert result['images_per_s'] == 8 / statistics.median(result['seconds'])
+
+
+def test_knn_mismatches_tells_ties_from_errors():
+    """Row 0 disagrees on a tie (equal scores), row 1 on a real difference, row 2 agrees."""
+    scores = torch.tensor([[2.0, 2.0, 0.0], [3.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    ours, theirs = torch.tensor([0, 0, 2]), torch.tensor([1, 1, 2])
+    bank = torch.eye(3)
+    queries = torch.tensor([[1.0, 0.5, 0.0], [1.0, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    assert knn_mismatches(scores, ours, theirs, bank, queries, k=2) == (2, 1)

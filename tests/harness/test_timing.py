@@ -60,3 +60,22 @@ def test_settings_defaults():
     s = Settings()
     assert (s.depth, s.input_size, s.batch, s.knn_bank, s.knn_k, tuple(s.skip)) == (
         18, 32, 32, 50000, 200, ())
+
+
+def test_cpu_peak_growth_counts_live_tensor_bytes():
+    """Two 4 MB tensors alive at once, then one freed before a third: the peak is 8 MB exactly."""
+    def fn():
+        a, b = torch.empty(10**6), torch.empty(10**6)  # float32: 4,000,000 bytes each
+        del a
+        c = torch.empty(10**6)
+        del b, c
+
+    cpu_peak_growth(fn)  # first profiler session initialises the profiler
+    assert cpu_peak_growth(fn) == 8_000_000
+
+
+def test_settings_defaults_of_the_new_parts():
+    s = Settings()
+    assert (s.pipeline_iters, s.images, s.data_dir, tuple(s.configs), s.paper) == (
+        20, None, None, (), False)
+    assert (s.views_native, s.views_repeats) == (64, 5)

@@ -1,0 +1,40 @@
+"""benchmark.harness.speed_views: the views of one batch, device path vs PIL (vs kornia)."""
+import builtins
+
+import torch
+
+from benchmark.harness import speed_views
+from benchmark.harness.speed_views import bench_views, kornia_views, median_ms
+from benchmark.harness.timing import Settings
+
+
+def test_median_ms_warms_up_once_then_takes_the_median(monkeypatch):
+    times = iter([0.001, 0.005, 0.002])
+    monkeypatch.setattr(speed_views, 'timed', lambda fn, device: next(times))
+    calls = []
+    assert median_ms(lambda: calls.append(1), 3, torch.device('cpu')) == 2.0
+    assert calls == [1]  # the warm-up; the timed runs went through `timed`
+
+
+def test_kornia_missing_gives_none(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_kornia(name, *args, **kwargs):
+        if name.startswith('kornia'):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, '__import__', no_kornia)
+    assert kornia_views(16, torch.device('cpu')) is None
+
+
+def test_bench_views_times_both_paths(monkeypatch):
+    monkeypatch.setattr(speed_views, 'kornia_views', lambda size, device: None)
+    threads = torch.get_num_threads()
+    s = Settings(batch=4, input_size=16, views_native=16, views_repeats=1)
+    out = bench_views(s, torch.device('cpu'))
+    ms = out['ms_per_batch']
+    assert (out['batch'], out['native'], out['size'], out['device']) == (4, 16, 16, 'cpu')
+    assert ms['device_path'] > 0 and ms['pil_per_image'] > 0 and ms['kornia'] is None
+    assert out['pil_over_device_path'] == ms['pil_per_image'] / ms['device_path']
+    assert torch.get_num_threads() == threads  # the PIL timing's single thread is undone
