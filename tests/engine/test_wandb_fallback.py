@@ -206,4 +206,7 @@ def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny
     run_id = (work_dir / 'wandb_run_id').read_text().strip()
     runs = list(work_dir.glob(f'**/wandb/offline-run-*-{run_id}'))
     assert len(runs) == 1 and list(runs[0].glob('files/media/table/eval/*.table.json'))
-    assert seconds < offline_seconds + PROBE_TIMEOUT_S + 10  # wandb's own timeouts: 13-90 s
+    # wandb's own timeouts would add 13-90 s; whole-run wall times on a shared 2-core machine
+    # vary by up to 2x, so the bound scales with the offline run. The seconds the fallback
+    # itself costs are pinned in-process by the backend tests above (offline within 6 s).
+    assert seconds < 1.5 * offline_seconds + PROBE_TIMEOUT_S + 10
