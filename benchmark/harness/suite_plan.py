@@ -53,6 +53,13 @@ def index_records(records: Iterable[dict]) -> Records:
     return index
 
 
+def run_records(records: Records, run: Run) -> List[dict]:
+    """The records of `run`: its config hash and seed, and its method (a random-init encoder
+    or an external checkpoint evaluated with the same config is not the run)."""
+    return [r for r in records.get((run.config_sha256, run.seed), [])
+            if r.get('method') == run.info['method']]
+
+
 def evaluation_done(records: List[dict], evaluation: Evaluation, pretrain_data: str) -> bool:
     """A record of the run holds every protocol of `evaluation` on its data, status ok."""
     data = canonical_data(evaluation.eval_data or pretrain_data)
@@ -105,7 +112,7 @@ def plan_run(run: Run, suite: Suite, records: Records,
              job_alive: Callable[[str], bool] = squeue_alive) -> RunPlan:
     """The decisions for one run from its records, its work dir and its SLURM job."""
     check_work_dir(run)
-    mine = records.get((run.config_sha256, run.seed), [])
+    mine = run_records(records, run)
     extra = [e for e in suite.evaluations if not e.is_default]
     if any(r.get('status') == 'diverged' for r in mine):
         return RunPlan(run, 'diverged', {e.name: 'skip' for e in extra})
@@ -155,6 +162,7 @@ def plan_lines(suite: Suite, plans: List[RunPlan]) -> List[str]:
              for i, p in enumerate(plans, 1)]
     counts = {state: sum(p.train == state for p in plans) for state in TRAIN_STATES}
     todo = sum(v == 'todo' for p in plans for v in p.evals.values())
-    lines.append('plan: ' + ', '.join(f'{n} {s}' for s, n in counts.items() if n)
+    words = dict(done='skip (done)', diverged='skip (diverged)', queued='wait (queued)')
+    lines.append('plan: ' + ', '.join(f'{n} {words.get(s, s)}' for s, n in counts.items() if n)
                  + f'; {todo} evaluation(s) to run')
     return lines

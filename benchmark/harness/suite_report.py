@@ -17,10 +17,11 @@ from typing import Dict, List, Optional, Tuple
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.tracking import probe_wandb_server, wandb_mode, wandb_server_and_key
-from benchmark.harness.suite_plan import RunPlan, index_records
+from benchmark.harness.suite_plan import RunPlan, index_records, run_records
 from benchmark.harness.suite_run import Outcome
 from benchmark.harness.suite_spec import Evaluation, Suite
 from benchmark.layout import SUITE_CURVES, leaderboard_paths
+from benchmark.names import RANDOM_INIT
 from benchmark.reports.leaderboard import build_rows, canonical_data, main_metric, render_csv, row_label
 from benchmark.reports.records import load_records
 from benchmark.reports.render import read_paper
@@ -39,11 +40,12 @@ def read_suite_records(results_dir: str) -> List[dict]:
 
 
 def _newest_per_step(records: List[dict]) -> List[dict]:
-    """Each (config, seed, eval data, protocol) once, from its newest record: a seed evaluated
-    twice must not count twice."""
+    """Each (config, seed, method, eval data, protocol) once, from its newest record: a seed
+    evaluated twice must not count twice."""
     seen, out = set(), []
     for record in sorted(records, key=lambda r: (r['created'], r['id']), reverse=True):
-        key = (record['config_sha256'], record['seed'], canonical_data(record['eval_data']))
+        key = (record['config_sha256'], record['seed'], record['method'],
+               canonical_data(record['eval_data']))
         protocols = {p: e for p, e in record['protocols'].items() if key + (p,) not in seen}
         seen.update(key + (p,) for p in protocols)
         if protocols:
@@ -66,12 +68,14 @@ def _placeholder(suite: Suite, plan: RunPlan, evaluation: Evaluation, status: st
 
 def suite_records(suite: Suite, plans: List[RunPlan], records: List[dict],
                   outcomes: Dict[str, Outcome]) -> List[dict]:
-    """The suite's records with ``variant`` set, plus stand-ins for its steps without one."""
-    index = index_records(_newest_per_step(records))
-    out = []
+    """The suite's records with ``variant`` set, plus stand-ins for its steps without one, plus
+    reference encoders evaluated into its folder (``tools/eval.py CONFIG random``)."""
+    records = _newest_per_step(records)
+    index = index_records(records)
+    out = [r for r in records if r['method'] == RANDOM_INIT]
     for plan in plans:
         run = plan.run
-        mine = index.get((run.config_sha256, run.seed), [])
+        mine = run_records(index, run)
         out += [dict(r, variant=run.variant_label) for r in mine]
         if any(r['status'] == 'diverged' for r in mine):
             continue

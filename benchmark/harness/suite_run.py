@@ -79,6 +79,7 @@ class SuiteRunner:
                              "slurm=dict(partition='NAME') in the suite file")
         self.child: Optional[subprocess.Popen] = None
         self.interrupted: Optional[int] = None
+        self.total = len(suite.runs)  # runs of this invocation (--only may pick fewer)
 
     # -- commands --------------------------------------------------------------------------
     def train_args(self, plan: RunPlan) -> List[str]:
@@ -152,7 +153,7 @@ class SuiteRunner:
 
     def run_local(self, index: int, plan: RunPlan) -> Outcome:
         run = plan.run
-        prefix = f'[{index}/{len(self.suite.runs)}] {run.name}:'
+        prefix = f'[{index}/{self.total}] {run.name}:'
         if plan.train == 'diverged' or (plan.train == 'done' and not plan.has_work):
             self.out(f"{prefix} done ({'diverged, recorded' if plan.train == 'diverged' else 'records exist'})")
             return Outcome(run, plan.train)
@@ -229,7 +230,7 @@ class SuiteRunner:
 
     def run_slurm(self, index: int, plan: RunPlan) -> Outcome:
         run = plan.run
-        prefix = f'[{index}/{len(self.suite.runs)}] {run.name}:'
+        prefix = f'[{index}/{self.total}] {run.name}:'
         if not plan.has_work:
             state = 'queued' if plan.train == 'queued' or 'queued' in plan.evals.values() else plan.train
             self.out(f'{prefix} ' + (f'queued (SLURM job {plan.job})' if state == 'queued'
@@ -260,6 +261,7 @@ class SuiteRunner:
     def run(self, plans: List[RunPlan]) -> List[Outcome]:
         """Carry out every plan in order; stop after an interruption."""
         step = self.run_slurm if self.launcher == 'slurm' else self.run_local
+        self.total = len(plans)
         previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
         outcomes = []
         try:

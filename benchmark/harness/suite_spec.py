@@ -223,9 +223,9 @@ def _int_list(value: Any, where: str, low: int) -> List[int]:
 
 
 def resolve_config(path: str) -> str:
-    """A config path as given where it exists, else relative to the repository root."""
+    """The absolute path of a config: as given where it exists, else in the repository."""
     if Path(path).is_file():
-        return path
+        return str(Path(path).resolve())
     if (REPO_ROOT / path).is_file():
         return str(REPO_ROOT / path)
     raise SuiteError(f'config {path} not found; see configs/ for the list')
