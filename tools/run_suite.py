@@ -31,7 +31,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
                         help='local: one run after another (tools/dist_train.sh); slurm: one '
                         'sbatch job per run (tools/slurm_train.sh)')
-    parser.add_argument('--partition', help="SLURM partition (default: the suite's slurm.partition)")
+    parser.add_argument('--partition',
+                        help="SLURM partition (default: the suite's slurm.partition)")
     parser.add_argument('--seeds', type=int, nargs='+', metavar='S',
                         help="replace the suite's seeds")
     parser.add_argument('--results-root', default=RESULTS_DIR,

@@ -157,19 +157,24 @@ class OnlineLinearProbeHook(Hook):
         if self.head is not None and self._pending is not None:
             self._load(self._pending)
 
-    def before_train(self, runner) -> None:
-        model = dist.unwrap(runner.model)
-        val = self.val_subset(runner.cfg)  # a broken val split fails now
-        num_classes = len(val.dataset.classes)
-        device = next(model.backbone.parameters()).device
+    def _build(self, dim: int, device: torch.device) -> None:
+        """The zero head and its optimizer (+ the state a resumed checkpoint brought)."""
+        num_classes = len(self._val.dataset.classes)
         # Zeros, built without nn.Linear's own init, which would draw from the global generator.
-        self.head = skip_init(nn.Linear, model.backbone.feature_dim, num_classes, device=device)
+        self.head = skip_init(nn.Linear, dim, num_classes, device=device)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
         self.optimizer = torch.optim.SGD(self.head.parameters(), lr=self.lr,
                                          momentum=self.momentum, weight_decay=self.weight_decay)
         if self._pending is not None:
             self._load(self._pending)
+
+    def before_train(self, runner) -> None:
+        model = dist.unwrap(runner.model)
+        self.val_subset(runner.cfg)  # a broken val split fails now
+        dim = getattr(model.backbone, 'feature_dim', None)  # else: from the first features
+        if dim is not None and self.head is None:
+            self._build(dim, next(model.backbone.parameters()).device)
         self._handles = [
             model.data_preprocessor.register_forward_hook(self._tap.after_preprocess),
             model.backbone.register_forward_hook(self._tap.after_backbone)]
@@ -197,7 +202,7 @@ class OnlineLinearProbeHook(Hook):
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         tap = self._tap
-        if tap.view is None or self.head is None:
+        if tap.view is None:
             return  # no labelled first view seen in this step
         features = tap.features
         if features is None:  # the method's first pass saw other images (i-Mix)
@@ -207,6 +212,8 @@ class OnlineLinearProbeHook(Hook):
             with torch.no_grad():
                 features = backbone(tap.view)
             backbone.train(was_training)
+        if self.head is None:
+            self._build(features.shape[1], features.device)
         probe_step(self.head, self.optimizer, features, tap.labels)
         tap.clear()
 
@@ -217,6 +224,8 @@ class OnlineLinearProbeHook(Hook):
     def evaluate(self, runner) -> Optional[Dict[str, float]]:
         """Top-1/top-5 of the head on the val features (every process extracts, rank 0 logs);
         the global RNG states are restored afterwards (the loader draws a base seed)."""
+        if self.head is None:
+            return None  # no step has trained it yet
         backbone = dist.unwrap(runner.model).backbone
         state = capture_rng_state()
         try:

@@ -22,7 +22,8 @@ from benchmark.harness.suite_run import Outcome
 from benchmark.harness.suite_spec import Evaluation, Suite
 from benchmark.layout import SUITE_CURVES, leaderboard_paths
 from benchmark.names import RANDOM_INIT
-from benchmark.reports.leaderboard import build_rows, canonical_data, main_metric, render_csv, row_label
+from benchmark.reports.leaderboard import (build_rows, canonical_data, main_metric, render_csv,
+                                           row_label)
 from benchmark.reports.records import load_records
 from benchmark.reports.render import read_paper
 from benchmark.reports.suite_board import (monitor_series, paper_beside_ours, plot_monitor_curves,
@@ -60,8 +61,9 @@ def _placeholder(suite: Suite, plan: RunPlan, evaluation: Evaluation, status: st
     protocols = {p: dict(settings={}, metrics={main_metric(p)[0]: f'NA({reason})'})
                  for p in evaluation.protocols}
     batch = info['total_batch'] or None
-    return dict(method=info['method'], backbone=info['backbone'], pretrain_data=info['pretrain_data'],
-                pretrain_epochs=run.max_epochs, eval_data=evaluation.eval_data or info['pretrain_data'],
+    return dict(method=info['method'], backbone=info['backbone'],
+                pretrain_data=info['pretrain_data'], pretrain_epochs=run.max_epochs,
+                eval_data=evaluation.eval_data or info['pretrain_data'],
                 protocols=protocols, seed=run.seed, status=status, variant=run.variant_label,
                 time_s_per_epoch=None, peak_memory_gb=None, total_batch=batch)
 
@@ -82,8 +84,8 @@ def suite_records(suite: Suite, plans: List[RunPlan], records: List[dict],
         outcome = outcomes.get(run.name)
         for evaluation in suite.evaluations:
             data = canonical_data(evaluation.eval_data or run.info['pretrain_data'])
-            have = {p for r in mine if r['status'] == 'ok' and canonical_data(r['eval_data']) == data
-                    for p in r['protocols']}
+            have = {p for r in mine if r['status'] == 'ok'
+                    and canonical_data(r['eval_data']) == data for p in r['protocols']}
             if set(evaluation.protocols) <= have:
                 continue
             status, reason = _missing_status(outcome, plan, evaluation)

@@ -128,10 +128,10 @@ class SuiteRunner:
                                           env=self.env, start_new_session=True,
                                           preexec_fn=_die_with_parent)
             try:
-                while True:
-                    try:
-                        return self.child.wait()
-                    except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                while True:  # short waits: a signal taken by another thread (torch's, wandb's)
+                    try:     # must not wait for the child's exit before it is forwarded
+                        return self.child.wait(timeout=0.5)
+                    except subprocess.TimeoutExpired:
                         continue
             finally:
                 self.child = None
@@ -155,7 +155,8 @@ class SuiteRunner:
         run = plan.run
         prefix = f'[{index}/{self.total}] {run.name}:'
         if plan.train == 'diverged' or (plan.train == 'done' and not plan.has_work):
-            self.out(f"{prefix} done ({'diverged, recorded' if plan.train == 'diverged' else 'records exist'})")
+            why = 'diverged, recorded' if plan.train == 'diverged' else 'records exist'
+            self.out(f'{prefix} done ({why})')
             return Outcome(run, plan.train)
         if plan.train == 'queued':
             self.out(f'{prefix} queued (SLURM job {plan.job}); not started here')
@@ -202,7 +203,8 @@ class SuiteRunner:
             lines.append(f'GPUS={self.suite.procs} GPUS_PER_NODE={gpn} CPUS_PER_TASK={cpus} bash '
                          + ' '.join(q(c) for c in [
                              str(REPO_ROOT / 'tools' / 'slurm_train.sh'), self.slurm['partition'],
-                             self._job_name(run), resolve_config(run.config), *self.train_args(plan)]))
+                             self._job_name(run), resolve_config(run.config),
+                             *self.train_args(plan)]))
         for evaluation in self.suite.evaluations:
             if evaluation.is_default or plan.evals.get(evaluation.name) == 'done':
                 continue
@@ -232,7 +234,8 @@ class SuiteRunner:
         run = plan.run
         prefix = f'[{index}/{self.total}] {run.name}:'
         if not plan.has_work:
-            state = 'queued' if plan.train == 'queued' or 'queued' in plan.evals.values() else plan.train
+            queued = plan.train == 'queued' or 'queued' in plan.evals.values()
+            state = 'queued' if queued else plan.train
             self.out(f'{prefix} ' + (f'queued (SLURM job {plan.job})' if state == 'queued'
                                      else 'done (records exist)'))
             return Outcome(run, state, job=plan.job)
@@ -262,7 +265,8 @@ class SuiteRunner:
         """Carry out every plan in order; stop after an interruption."""
         step = self.run_slurm if self.launcher == 'slurm' else self.run_local
         self.total = len(plans)
-        previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+        previous = {sig: signal.signal(sig, self._forward)
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
         outcomes = []
         try:
             for index, plan in enumerate(plans, 1):

@@ -123,7 +123,9 @@ def option_text(value: Any) -> str:
         return repr(value)
     if isinstance(value, (list, tuple)):
         inner = ','.join(option_text(v) for v in value)
-        return f'[{inner}]' if isinstance(value, list) else f'({inner}{"," if len(value) == 1 else ""})'
+        if isinstance(value, list):
+            return f'[{inner}]'
+        return f'({inner},)' if len(value) == 1 else f'({inner})'
     if isinstance(value, str):
         if DictAction._parse_iterable(value) != value or not value or ' ' in value:
             raise SuiteError(f'override value {value!r} cannot pass through --cfg-options '
@@ -241,7 +243,8 @@ def read_suite(path: str) -> Config:
         raise SuiteError(f'suite {err}') from None
     _check_keys(cfg, SUITE_KEYS, f'suite {path}')
     if 'configs' not in cfg or not cfg.configs:
-        raise SuiteError(f'suite {path}: configs is missing or empty (list the pretraining configs)')
+        raise SuiteError(f'suite {path}: configs is missing or empty '
+                         '(list the pretraining configs)')
     return cfg
 
 
@@ -272,7 +275,8 @@ def _entries(cfg: Config, where: str) -> List[Tuple[str, Dict[str, Any], List[Di
         if not isinstance(entry, dict) or 'config' not in entry:
             raise SuiteError(f'{spot} must be a config path or dict(config=..., grid=...)')
         _check_keys(entry, ENTRY_KEYS, spot)
-        entries.append((str(entry['config']), _overrides(entry.get('cfg_options'), f'{spot}.cfg_options'),
+        entries.append((str(entry['config']),
+                        _overrides(entry.get('cfg_options'), f'{spot}.cfg_options'),
                         _grid(entry.get('grid'), f'{spot}.grid')))
     return entries
 
@@ -298,7 +302,8 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
     name = str(cfg.get('name') or Path(path).stem)
     if not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or name.startswith('.'):
         raise SuiteError(f'suite {path}: name {name!r} must be a plain file name')
-    seeds = _int_list(seeds if seeds is not None else cfg.get('seeds', [0]), f'suite {path}: seeds', 0)
+    seeds = _int_list(seeds if seeds is not None else cfg.get('seeds', [0]),
+                      f'suite {path}: seeds', 0)
     procs = cfg.get('procs', 1)
     if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
         raise SuiteError(f'suite {path}: procs must be an integer >= 1 (processes per run), '
@@ -307,7 +312,8 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
     evaluations = tuple(_evaluation(item, f'suite {path}: evaluations[{i}]')
                         for i, item in enumerate(cfg.get('evaluations', ['default'])))
     if len({e.name for e in evaluations}) != len(evaluations):
-        raise SuiteError(f'suite {path}: evaluations lists one twice: {[e.name for e in evaluations]}')
+        raise SuiteError(f'suite {path}: evaluations lists one twice: '
+                         f'{[e.name for e in evaluations]}')
     slurm = dict(cfg.get('slurm') or {})
     _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
     configs, runs, seen, notes = _Configs(), [], {}, []

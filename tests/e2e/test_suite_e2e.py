@@ -28,7 +28,7 @@ cfg_options = {'train_cfg.max_epochs': 3, 'train_dataloader.batch_size': 8,
 
 
 def _running(marker: str) -> bool:
-    """Some process's command line holds `marker` (a run's work dir)."""
+    """Some process's command line holds `marker` (a run's name)."""
     for proc in Path('/proc').iterdir():
         try:
             if proc.name.isdigit() and marker in (proc / 'cmdline').read_bytes().decode(errors='replace'):
@@ -63,7 +63,7 @@ def test_killed_suite_restarts_without_retraining(tmp_path, subprocess_env):
     finally:
         if proc.poll() is None:
             proc.kill()
-    _wait_for(lambda: not _running(str(second_run)), 120, 'the orphaned training to stop')
+    _wait_for(lambda: not _running(second_run.name), 120, 'the orphaned training to stop')
     assert '[1/2] mocov2_r18_digits' in out and '-> ok in' in out, out
     records = tmp_path / 'results/suites/tiny/runs'
     assert len(list(records.glob('*.json'))) == 1

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import benchmark.components  # noqa: F401  registers what the configs name
+from benchmark.engine.config_check import merge_options, read_config
 from benchmark.engine.launch import config_identity, load_config
 from benchmark.harness.suite_spec import (DEFAULT, SuiteError, digest, expand_suite, option_text,
                                           parse_option)
@@ -56,6 +57,10 @@ def test_config_hash_is_what_train_py_records(tmp_path):
     for launcher, resume in (('pytorch', None), ('slurm', 'auto')):
         cfg = load_config('configs/mixco_r18_digits.py', options, run.work_dir, launcher, resume)
         assert hashlib.sha256(config_identity(cfg).encode()).hexdigest() == run.config_sha256
+    # tools/eval.py: the config read and merged with the same --cfg-options, no work dir.
+    cfg = read_config('configs/mixco_r18_digits.py')
+    merge_options(cfg, options)
+    assert hashlib.sha256(config_identity(cfg).encode()).hexdigest() == run.config_sha256
     assert run.info['method'] == 'mixco' and run.info['seed'] == 4 and run.max_epochs == 2
     other = expand_suite(write_suite(tmp_path, "configs = ['configs/mixco_r18_digits.py']\n"
                                      "seeds = [4]\n", 'other')).runs[0]
