@@ -1,5 +1,6 @@
-# make demo: MoCo-v2 and MixCo on scikit-learn's digits (2 CPU processes each), evaluated, with a
-# random-init encoder for reference, and the leaderboard.  make test: the test suite.
+# make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (2 CPU processes per run),
+# evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
+# make test: the test suite.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -20,18 +21,18 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -ra -m 'not slow'
 
-DEMO_RESULTS ?= results/demo
+# The demo suite (configs/suites/demo_digits.py) with two of its three seeds, so that it fits
+# in 15 minutes on 2 CPU cores; runs whose records exist are skipped, so a rerun only renders.
+DEMO_SEEDS ?= 0 1
+DEMO_RESULTS := results/suites/demo_digits
 
 demo: $(STAMP)
-	rm -rf $(DEMO_RESULTS)  # one seed per method: a rerun would count the same seed twice
-	tools/dist_train.sh configs/mocov2_r18_digits.py 2 --results-dir $(DEMO_RESULTS)
-	tools/dist_train.sh configs/mixco_r18_digits.py 2 --results-dir $(DEMO_RESULTS)
 	$(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS)
-	$(PY) tools/leaderboard.py --results-dir $(DEMO_RESULTS)
+	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS)
 	@echo
-	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv)"
+	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv); monitor curves: $(DEMO_RESULTS)/curves.png"
 	@echo "records, per-run reports and t-SNE figures: $(DEMO_RESULTS)/runs/"
-	@echo "checkpoints and training logs: work_dirs/mocov2_r18_digits/, work_dirs/mixco_r18_digits/"
+	@echo "checkpoints and training logs: work_dirs/suites/demo_digits/<run>/"
 
 clean:
 	rm -rf work_dirs .pytest_cache

@@ -8,6 +8,6 @@ from benchmark import data  # noqa: F401  datasets and ResumableSampler
 from benchmark.data import gpu_views  # noqa: F401  GPUViewPreprocessor
 from benchmark.engine import (channels_last, checkpoint_hook, compat, nan_guard,  # noqa: F401
                               preemption, run_info, tracking)
-from benchmark.evaluation import knn_monitor, linear_metric, linear_probe  # noqa: F401
+from benchmark.evaluation import knn_monitor, linear_metric, linear_probe, online_probe  # noqa: F401
 
 IMPORTS = ['methods', 'benchmark.components']  # what a config's custom_imports lists

@@ -4,6 +4,11 @@ A training run writes ``work_dirs/<config stem>/`` (checkpoints, ``last_checkpoi
 ``preempted`` marker, the wandb run id, ``tsne.png``); each evaluation writes one record
 ``<results dir>/runs/<id>.json`` and its figures and report into ``<results dir>/runs/<id>/``;
 the leaderboard renders ``<results dir>/leaderboard.{md,csv}``.
+
+A suite (``configs/suites/<name>.py``, ``tools/run_suite.py``) trains each of its runs in
+``work_dirs/suites/<name>/<run>/`` (with the suite's logs and markers beside the checkpoints)
+and keeps its records and tables in ``results/suites/<name>/`` (``runs/*.json``,
+``leaderboard.{md,csv}``, ``curves.png``).
 """
 import os.path as osp
 from pathlib import Path
@@ -26,6 +31,15 @@ RECORDS = 'runs'  # <results dir>/runs/<id>.json, figures in <results dir>/runs/
 REPORT = 'report.md'  # in <results dir>/runs/<id>/
 LEADERBOARD = 'leaderboard'  # <results dir>/leaderboard.md and .csv
 PAPER_RESULTS = REPO_ROOT / 'results' / 'paper_results.csv'
+
+SUITE_CONFIG_DIR = CONFIG_DIR / 'suites'
+SUITES = 'suites'  # work_dirs/suites/<suite>/<run>/ and <results>/suites/<suite>/
+SUITE_RUN_FILE = 'suite_run.json'  # in a run's work dir: the config hash it was started with
+SUITE_TRAIN_LOG = 'suite_train.log'  # in a run's work dir: training output, every attempt
+SUITE_EVAL_LOG = 'suite_eval_{}.log'  # in a run's work dir: one evaluation's output
+SLURM_SCRIPT = 'slurm_job.sh'  # in a run's work dir: the batch script the suite submitted
+SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: the id sbatch answered
+SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
 
 
 def config_stem(config_path: str) -> str:
@@ -62,3 +76,21 @@ def leaderboard_paths(results_dir: str) -> tuple:
     """(<results dir>/leaderboard.md, <results dir>/leaderboard.csv)."""
     base = Path(results_dir) / LEADERBOARD
     return base.with_suffix('.md'), base.with_suffix('.csv')
+
+
+def suite_config(name_or_path: str) -> Path:
+    """A suite file: a path as given, or configs/suites/<name>.py for a bare name."""
+    path = Path(name_or_path)
+    if path.suffix == '.py' or path.exists():
+        return path
+    return SUITE_CONFIG_DIR / f'{name_or_path}.py'
+
+
+def suite_results_dir(suite: str, results_root: str = RESULTS_DIR) -> Path:
+    """<results root>/suites/<suite>: the suite's records (runs/), tables and curves."""
+    return Path(results_root) / SUITES / suite
+
+
+def suite_work_dir(suite: str, run: str, work_root: str = WORK_DIRS) -> Path:
+    """<work root>/suites/<suite>/<run>: one run's checkpoints, logs and suite markers."""
+    return Path(work_root) / SUITES / suite / run

@@ -50,9 +50,14 @@ PROTOCOLS = {
     'cluster': 'cluster indices',
     'cluster_tsne': 'cluster indices (t-SNE 2-D)',
     'supervised': 'supervised',
+    'online_linear': 'linear, online (during pretraining)',
 }
 # The order of protocols in tables (the paper's protocol first).
-PROTOCOL_ORDER = ('supervised', 'linear_paper', 'linear_fast', 'knn', 'cluster', 'cluster_tsne')
+PROTOCOL_ORDER = ('supervised', 'linear_paper', 'linear_fast', 'knn', 'online_linear', 'cluster',
+                  'cluster_tsne')
+# Measured during pretraining (a head trained alongside the encoder), never after it: tables
+# label them apart from the offline protocols above.
+ONLINE_PROTOCOLS = ('online_linear',)
 # Older spellings accepted on the command line (records always hold the canonical name).
 PROTOCOL_ALIASES = {'tsne': 'cluster_tsne'}
 # The protocols computed on cached features (benchmark.evaluation.protocols).

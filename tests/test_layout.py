@@ -34,3 +34,17 @@ def test_results_paths():
     assert layout.leaderboard_paths('res') == (Path('res/leaderboard.md'),
                                                Path('res/leaderboard.csv'))
     assert layout.RESULTS_DIR == 'results'
+
+
+def test_suite_paths():
+    assert layout.SUITE_CONFIG_DIR == layout.CONFIG_DIR / 'suites'
+    assert layout.suite_config('demo_digits') == layout.SUITE_CONFIG_DIR / 'demo_digits.py'
+    assert layout.suite_config('x/my_suite.py') == Path('x/my_suite.py')
+    assert layout.suite_results_dir('demo') == Path('results/suites/demo')
+    assert layout.suite_results_dir('demo', '/r') == Path('/r/suites/demo')
+    assert layout.suite_work_dir('demo', 'mixco_r18_digits-s0') == Path(
+        'work_dirs/suites/demo/mixco_r18_digits-s0')
+    assert (layout.SUITE_RUN_FILE, layout.SUITE_TRAIN_LOG, layout.SUITE_EVAL_LOG.format('knn'),
+            layout.SLURM_SCRIPT, layout.SLURM_JOB_FILE, layout.SUITE_CURVES) == (
+        'suite_run.json', 'suite_train.log', 'suite_eval_knn.log', 'slurm_job.sh',
+        'slurm_job_id', 'curves.png')

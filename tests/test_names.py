@@ -76,7 +76,10 @@ def test_protocol_tables_agree():
     assert set(names.PAPER_PROTOCOLS.values()) <= set(names.PROTOCOLS)
     assert set(names.PROTOCOL_ALIASES.values()) <= set(names.PROTOCOLS)
     assert [names.protocol_family(p) for p in names.PROTOCOL_ORDER] == [
-        'classification'] * 4 + ['cluster'] * 2
+        'classification'] * 5 + ['cluster'] * 2
+    # Online protocols (measured during pretraining) are protocols with their own label.
+    assert set(names.ONLINE_PROTOCOLS) <= set(names.PROTOCOLS) - set(names.FEATURE_PROTOCOLS)
+    assert all('online' in names.PROTOCOLS[p] for p in names.ONLINE_PROTOCOLS)
 
 
 def test_metric_tables_agree():

@@ -15,6 +15,7 @@ from benchmark.data import DataRootError  # noqa: E402
 from benchmark.engine.checkpoints import CheckpointMismatchError  # noqa: E402
 from benchmark.engine.config_check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
+from benchmark.engine.launch import config_identity  # noqa: E402
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402
 from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,  # noqa: E402
                              PROTOCOL_ALIASES)
@@ -34,6 +35,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='evaluate on another dataset (transfer); default: the pretraining data')
     parser.add_argument('--data-root', help='root of the evaluation data')
     parser.add_argument('--results-dir', default='results', help='records go to DIR/runs/')
+    parser.add_argument('--work-dir', help="linear_paper's run goes into DIR "
+                        '(default: work_dirs/<config name>/)')
     parser.add_argument('--batch-size', type=int, default=256)
     parser.add_argument('--num-workers', type=int, default=2)
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={})
@@ -49,7 +52,8 @@ def main(argv=None) -> int:
         validate_config(cfg)
         out = evaluate_checkpoint(cfg, args.checkpoint, args.protocols, args.eval_data,
                                   args.data_root, args.linear_config, args.batch_size,
-                                  args.num_workers, work_dir_of=args.config)
+                                  args.num_workers, work_dir_of=args.config,
+                                  work_dir=args.work_dir)
     except (DataRootError, CheckpointMismatchError, FileNotFoundError, ValueError) as err:
         if args.debug:
             raise
@@ -58,7 +62,7 @@ def main(argv=None) -> int:
         return 2
     mine = args.checkpoint != 'random'
     path = record_evaluation(out['protocols'], out['run'], out['eval_data'], args.results_dir,
-                             args.checkpoint if mine else None, cfg.pretty_text,
+                             args.checkpoint if mine else None, config_identity(cfg),
                              extra=dict(checkpoint_layout=out['layout'],
                                         memory_kind=out['meta'].get('memory_kind')))
     for name, entry in out['protocols'].items():

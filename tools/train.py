@@ -16,7 +16,7 @@ from benchmark import dist  # noqa: E402
 from benchmark.data import DataRootError  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
-from benchmark.engine.launch import check_data, load_config  # noqa: E402
+from benchmark.engine.launch import check_data, config_identity, load_config  # noqa: E402
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence  # noqa: E402
@@ -40,23 +40,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def build_runner(args: argparse.Namespace) -> Runner:
-    """Load and check the config (before any data is read), then build the Runner."""
+def build_runner(args: argparse.Namespace) -> tuple:
+    """Load and check the config (before any data is read), then build the Runner; also the
+    config's identity (what its records' config_sha256 hashes), taken before the run edits it."""
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
     validate_config(cfg)
+    identity = config_identity(cfg)
     check_data(cfg)
     warning = configure_wandb(cfg)
     if warning and dist.is_main():
         print(warning, file=sys.stderr)
     setup_cpu_distributed(cfg, args.launcher)
-    return Runner.from_cfg(cfg)
+    return Runner.from_cfg(cfg), identity
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     allow_mmengine_checkpoints()
     try:
-        runner = build_runner(args)
+        runner, identity = build_runner(args)
     except (DataRootError, FileNotFoundError, ValueError, TypeError, KeyError) as err:
         if args.debug:
             raise
@@ -65,7 +67,8 @@ def main(argv=None) -> int:
         return 2
     cfg = runner.cfg
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
-        runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir)),
+        runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir,
+                                                               config_text=identity)),
                              priority='LOWEST')
     try:
         runner.train()
@@ -74,7 +77,7 @@ def main(argv=None) -> int:
             raise
         runner.logger.error(str(err))
         if not args.no_eval and dist.is_main():
-            path = record_divergence(runner, cfg, args.results_dir, str(err))
+            path = record_divergence(runner, cfg, args.results_dir, str(err), identity)
             runner.logger.error(f'diverged run recorded: {path}')
         dist.leave_together()
         return DIVERGED_EXIT_CODE

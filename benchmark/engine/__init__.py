@@ -8,6 +8,7 @@
 | RunInfoHook | run_info.py | world size, total batch, time per epoch and peak memory into checkpoint meta |
 | SafeWandbVisBackend (a vis backend) | tracking.py | wandb online when it can, offline with one warning when it cannot |
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
+| OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |
 
 Other modules: `config_check` (+ `config_schema`): every key and value checked before anything
 is built; `launch`: config file + command line -> checked config; `checkpoints`: read a

@@ -1,8 +1,10 @@
 """From a config file and command-line choices to a checked config, before anything is built.
 
 `load_config` applies overrides, the work dir, the launcher and what `--resume` continues from;
-`check_data` fails on a missing or malformed data root before any model or data is built.
+`check_data` fails on a missing or malformed data root before any model or data is built;
+`config_identity` is the text a record's ``config_sha256`` hashes.
 """
+import copy
 import os.path as osp
 import sys
 from typing import Optional
@@ -50,6 +52,25 @@ def load_config(config: str, cfg_options: Optional[dict] = None, work_dir: Optio
                              'pass another checkpoint or --resume alone for the newest loadable')
         cfg.resume, cfg.load_from = True, resume
     return cfg
+
+
+# Where and how a run is placed, not what it computes: left out of its identity, so a resumed
+# run, a torchrun and a SLURM launch and another work dir give one config_sha256.
+PLACEMENT_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
+
+
+def config_identity(cfg: Config) -> str:
+    """The config's text without ``PLACEMENT_KEYS``: what a record's config_sha256 hashes.
+
+    Take it from the config as `load_config` (or read + `--cfg-options`) returns it, before
+    the run adds wandb run ids, backends or scaled learning rates to it. tools/train.py,
+    tools/eval.py and tools/run_suite.py (which plans by this hash) agree through this function.
+    """
+    bare = copy.deepcopy(cfg)
+    for key in PLACEMENT_KEYS:
+        bare.pop(key, None)
+    fill_view_size(bare)  # as load_config does, so tools/eval.py's configs hash the same
+    return bare.pretty_text
 
 
 def check_data(cfg: Config) -> None:

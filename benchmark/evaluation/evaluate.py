@@ -122,10 +122,24 @@ def _run_info(runner) -> RunInfoHook:
     return next(h for h in runner.hooks if isinstance(h, RunInfoHook))
 
 
+def online_results(runner) -> Dict[str, dict]:
+    """Protocols measured during pretraining by hooks with ``online_protocol()`` (e.g.
+    ``OnlineLinearProbeHook``): {name: {'settings': ..., 'metrics': ...}} of those that ran."""
+    found = {}
+    for hook in runner.hooks:
+        report = getattr(hook, 'online_protocol', None)
+        entry = report() if callable(report) else None
+        if entry is not None:
+            found[entry[0]] = entry[1]
+    return found
+
+
 def evaluate_run(runner, cfg: Config, results_dir: str,
-                 protocols: Sequence[str] = DEFAULT_PROTOCOLS) -> Optional[Path]:
-    """The default protocols on the pretraining data's splits; rank 0 writes the record, the
-    run report, and logs the metrics to the run's wandb run (if any)."""
+                 protocols: Sequence[str] = DEFAULT_PROTOCOLS,
+                 config_text: Optional[str] = None) -> Optional[Path]:
+    """The default protocols on the pretraining data's splits; rank 0 writes the record (with
+    the online protocols' final values), the run report, and logs the metrics to the run's
+    wandb run (if any). `config_text`: what config_sha256 hashes (default: the whole config)."""
     model = dist.unwrap(runner.model)
     info = _run_info(runner).info(runner)
     skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
@@ -136,9 +150,11 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
                                 title=f"{run['method']} {run['backbone']}")
     if results is None:
         return None
+    results.update(online_results(runner))
     last = layout.epoch_checkpoint(cfg.work_dir, runner.epoch)
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
-                             last if osp.isfile(last) else None, cfg.pretty_text,
+                             last if osp.isfile(last) else None,
+                             cfg.pretty_text if config_text is None else config_text,
                              extra=dict(memory_kind=info['memory_kind']))
     runner.logger.info(f'evaluation record: {path}')
     runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
@@ -146,13 +162,15 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     return path
 
 
-def record_divergence(runner, cfg: Config, results_dir: str, message: str) -> Path:
+def record_divergence(runner, cfg: Config, results_dir: str, message: str,
+                      config_text: Optional[str] = None) -> Path:
     """A record with status 'diverged' (NA metrics), so the run shows instead of vanishing."""
     run = describe_run(cfg, dict(_run_info(runner).info(runner), epoch=runner.epoch))
     reason = f'NA(diverged at iteration {runner.iter + 1})'
     protocols = {name: dict(settings={}, metrics=dict(top1=reason)) for name in ('knn', 'linear_fast')}
     record = build_record(**run, eval_data=run['pretrain_data'], protocols=protocols,
-                          config_text=cfg.pretty_text, status='diverged',
+                          config_text=cfg.pretty_text if config_text is None else config_text,
+                          status='diverged',
                           extra=dict(error=message))
     return write_record(record, results_dir)
 
@@ -175,7 +193,8 @@ class AfterTrain(Hook):
 def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
                         eval_data: Optional[str] = None, data_root: Optional[str] = None,
                         linear_config: Optional[str] = None, batch_size: int = 256,
-                        num_workers: int = 2, work_dir_of: Optional[str] = None) -> dict:
+                        num_workers: int = 2, work_dir_of: Optional[str] = None,
+                        work_dir: Optional[str] = None) -> dict:
     """Evaluate one checkpoint (ours, the authors', torchvision's) or 'random' on a dataset.
 
     Everything that can fail on bad input (data root, checkpoint file, layout, protocol name)
@@ -189,6 +208,7 @@ def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
         data_root: Root of the evaluation data.
         linear_config: configs/eval file of 'linear_paper' (default: by eval data).
         work_dir_of: The config path the linear probe's work dir is named after.
+        work_dir: Put the linear probe's work dir inside this folder instead (a suite's run).
 
     Returns:
         dict(protocols=..., run=..., eval_data=..., layout=..., meta=...).
@@ -217,8 +237,10 @@ def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
                                 ) if feature_protocols else {}
     if 'linear_paper' in requested:
         linear_cfg = linear_config or default_linear_config(eval_data)
+        linear_dir = linear_work_dir(work_dir_of or cfg.filename or 'config', checkpoint, linear_cfg)
+        if work_dir:
+            linear_dir = osp.join(work_dir, osp.basename(linear_dir))
         results['linear_paper'] = run_linear_paper(
             linear_cfg, None if checkpoint == 'random' else checkpoint,
-            dict(cfg.model.get('backbone', {})), dataset_cfg['data_root'],
-            linear_work_dir(work_dir_of or cfg.filename or 'config', checkpoint, linear_cfg))
+            dict(cfg.model.get('backbone', {})), dataset_cfg['data_root'], linear_dir)
     return dict(protocols=results, run=run, eval_data=eval_data, layout=layout_name, meta=meta)

@@ -172,3 +172,7 @@ def test_eval_tool_merges_linear_paper(tmp_path, monkeypatch):
     assert work_dir == 'work_dirs/mixco_r18_digits/linear_r18_digits_random'
     records = list((tmp_path / 'runs').glob('*.json'))
     assert len(records) == 1 and '"linear_paper"' in records[0].read_text()
+    # A suite's run keeps its linear probe inside its own work dir (tools/eval.py --work-dir).
+    evaluate_checkpoint(cfg, 'random', ['linear_paper'], work_dir_of='configs/mixco_r18_digits.py',
+                        work_dir='work_dirs/suites/s/mixco_r18_digits-s1')
+    assert calls[-1][4] == 'work_dirs/suites/s/mixco_r18_digits-s1/linear_r18_digits_random'

@@ -1,0 +1,124 @@
+"""A suite's leaderboard page and its monitor curves (pure rendering; the suite runner does I/O).
+
+The tables are the leaderboard's (``benchmark.reports.leaderboard``): rows by variant, mean ± std
+over seeds with n, Δ and the paired Δ to the baseline, time per epoch and peak memory, online
+protocols labelled apart. Here: only the paper's rows that sit beside one of ours, a header
+naming the suite, a table of its runs, and the monitor curves (mean and spread over seeds).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from benchmark.reports.leaderboard import KEY, SUITE, Row, render_markdown
+
+MONITOR_KEYS = {'knn_monitor/top1': 'kNN monitor top-1 (%)',
+                'online_linear/top1': 'online linear probe top-1 (%)'}
+Series = Dict[str, Dict[int, float]]  # monitor key -> {epoch: value}
+
+
+def paper_beside_ours(rows: List[Row]) -> List[Row]:
+    """Our rows, and the paper's rows of a group (backbone, epochs, data, protocol, method)
+    where we have one too."""
+    ours = {tuple(r[k] for k in KEY) for r in rows if r['source'] == SUITE}
+    return [r for r in rows if r['source'] == SUITE or tuple(r[k] for k in KEY) in ours]
+
+
+def monitor_series(work_dir: str, keys: Iterable[str] = tuple(MONITOR_KEYS)) -> Series:
+    """{key: {epoch: value}} from every ``*/vis_data/scalars.json`` of a work dir, oldest file
+    first, so a resumed run's curve holds the epochs before and after its restart."""
+    series: Series = {key: {} for key in keys}
+    files = sorted(Path(work_dir).glob('*/vis_data/scalars.json'),
+                   key=lambda p: (p.stat().st_mtime, str(p)))
+    for path in files:
+        for line in path.read_text(encoding='utf-8').splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a killed run
+            for key in series:
+                if isinstance(row, dict) and key in row and 'step' in row:
+                    series[key][int(row['step'])] = float(row[key])
+    return {key: points for key, points in series.items() if points}
+
+
+def mean_and_spread(curves: Sequence[Dict[int, float]]) -> List[Tuple[int, float, float, int]]:
+    """(epoch, mean, sample std (0 for one run), n) at every epoch some curve has."""
+    epochs = sorted({e for curve in curves for e in curve})
+    out = []
+    for epoch in epochs:
+        values = [curve[epoch] for curve in curves if epoch in curve]
+        spread = statistics.stdev(values) if len(values) > 1 else 0.0
+        out.append((epoch, statistics.fmean(values), spread, len(values)))
+    return out
+
+
+def plot_monitor_curves(groups: Dict[str, List[Series]], path: str) -> bool:
+    """One panel per monitor key: per label the mean over its runs (seeds) and a ±1 std band.
+
+    Args:
+        groups: Row label -> the monitor series of each of its runs.
+        path: The PNG to write.
+
+    Returns:
+        False (and nothing written) when no run logged a monitor value.
+    """
+    keys = [k for k in MONITOR_KEYS if any(k in s for runs in groups.values() for s in runs)]
+    if not keys:
+        return False
+    from matplotlib.figure import Figure  # a bare Figure: Agg, no pyplot global state
+
+    fig = Figure(figsize=(6.5 * len(keys), 4.5), layout='constrained')
+    for ax, key in zip(fig.subplots(1, len(keys), squeeze=False)[0], keys):
+        for label, runs in groups.items():
+            points = mean_and_spread([s[key] for s in runs if key in s])
+            if not points:
+                continue
+            epochs, means, spreads, counts = zip(*points)
+            line, = ax.plot(epochs, means, marker='o', markersize=3,
+                            label=f'{label} (n={max(counts)})')
+            ax.fill_between(epochs, [m - s for m, s in zip(means, spreads)],
+                            [m + s for m, s in zip(means, spreads)], color=line.get_color(),
+                            alpha=0.2, linewidth=0)
+        ax.set(xlabel='epoch', ylabel=MONITOR_KEYS[key], title=f'{MONITOR_KEYS[key]}: mean ± std')
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def _cell(text: object) -> str:
+    return str(text).replace('|', '\\|')
+
+
+def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[str, str]],
+                   generated: str, runs_glob: str, curves: str = '') -> str:
+    """The suite's page: what it runs, the leaderboard tables, its runs and the curves.
+
+    Args:
+        suite: name, file, seeds, procs, cfg_options, evaluations (printable values).
+        rows: Leaderboard rows (``build_rows``), suite variants included.
+        runs: One dict per run: run, variant, seed, state, log.
+        generated: Date and time of generation.
+        runs_glob: Where the records were read from.
+        curves: File name of the monitor curves beside the page ('' for none).
+    """
+    head = [f"# Suite {suite['name']}", '',
+            f"Suite file `{suite['file']}`; seeds {suite['seeds']}; {suite['procs']} process(es) "
+            f"per run; overrides for every run: {suite['cfg_options'] or 'none'}; "
+            f"evaluations: {suite['evaluations']}. Rows of a variant carry its overrides in "
+            'brackets; variants are never averaged with the default. Rows with status failed, '
+            'queued or missing are runs or evaluations without a record yet.', '']
+    tables = render_markdown(rows, generated, runs_glob, tool='tools/run_suite.py')
+    lines = head + [tables.replace('\n## ', '\n### ').replace('\n### Accuracy', '\n#### Accuracy')
+                    .replace('\n### Cluster', '\n#### Cluster'), '## Runs', '',
+                    '| run | variant | seed | this time | log |', '|---|---|---|---|---|']
+    lines += [f"| {_cell(r['run'])} | {_cell(r['variant'])} | {r['seed']} | {_cell(r['state'])} "
+              f"| {_cell(r.get('log') or '')} |" for r in runs]
+    if curves:
+        lines += ['', '## Monitor curves', '',
+                  'kNN monitor and online linear probe (val split) over pretraining epochs: mean '
+                  'over seeds, band = ±1 sample std.', '', f'![monitor curves]({curves})']
+    return '\n'.join(lines) + '\n'

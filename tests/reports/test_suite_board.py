@@ -1,0 +1,132 @@
+"""A suite's leaderboard: variants as their own labelled rows, Δ and the paired Δ over seeds
+against a hand computation, online protocols labelled apart, the paper's rows beside ours
+only, monitor curves merged over a resume and summarised over seeds."""
+import csv
+import io
+import json
+import statistics
+
+import pytest
+
+from benchmark.reports.leaderboard import build_rows, paired_difference, render_csv, render_markdown
+from benchmark.reports.records import build_record
+from benchmark.reports.render import read_paper
+from benchmark.layout import PAPER_RESULTS
+from benchmark.reports.suite_board import (mean_and_spread, monitor_series, paper_beside_ours,
+                                           plot_monitor_curves, suite_markdown)
+
+
+def rec(method, seed, top1, variant='', protocol='linear_paper', data='tiny-imagenet', status='ok'):
+    record = build_record(method=method, backbone='resnet18', pretrain_data='tiny-imagenet',
+                          pretrain_epochs=100, eval_data=data, seed=seed, world_size=2,
+                          total_batch=128, time_s_per_epoch=10.0, peak_memory_gb=2.0, status=status,
+                          protocols={protocol: {'settings': {}, 'metrics': {'top1': top1}}})
+    return dict(record, variant=variant)
+
+
+def md_rows(text):
+    return [[c.strip() for c in line.strip('|').split(' | ')]
+            for line in text.splitlines() if line.startswith('| ') and '---' not in line]
+
+
+MOCO = {0: 40.0, 1: 41.0, 3: 39.0}
+MIXCO = {0: 43.0, 1: 45.5, 2: 44.0}
+TAU = {0: 42.0, 1: 41.0}
+
+
+def records():
+    out = [rec('mocov2', s, v) for s, v in MOCO.items()]
+    out += [rec('mixco', s, v) for s, v in MIXCO.items()]
+    out += [rec('mixco', s, v, variant='model.mix_temperature=0.2') for s, v in TAU.items()]
+    return out
+
+
+def test_paired_delta_matches_a_hand_computation():
+    """Δ is on the means over all seeds; paired Δ only over the seeds both rows have (0 and 1)."""
+    rows = {(r['method'], r['variant']): r for r in build_rows(records())}
+    mixco = rows['mixco', '']
+    assert mixco['delta'] == pytest.approx(statistics.mean(MIXCO.values()) - statistics.mean(MOCO.values()))
+    diffs = [MIXCO[0] - MOCO[0], MIXCO[1] - MOCO[1]]  # 3.0, 4.5
+    assert mixco['paired'] == dict(mean=pytest.approx(3.75), n=2,
+                                   std=pytest.approx(statistics.stdev(diffs)))
+    tau = rows['mixco', 'model.mix_temperature=0.2']  # its baseline: MoCo-v2's default
+    assert tau['paired']['mean'] == pytest.approx(((42 - 40) + (41 - 41)) / 2)
+    header, *body = md_rows(render_markdown(build_rows(records()), 'now'))
+    cells = {r[2]: r for r in body}
+    column = header.index('paired Δ vs mocov2 (same seeds)')
+    assert cells['mixco'][column] == f'+3.75 ± {statistics.stdev(diffs):.2f} (n=2)'
+    assert cells['mixco'][header.index('Δ vs mocov2 (top1, higher is better)')] == '+4.17'  # 44.17 - 40
+    parsed = {(r['method'], r['variant']): r for r in
+              csv.DictReader(io.StringIO(render_csv(build_rows(records()))))}
+    assert parsed['mixco', '']['paired_delta_n'] == '2'
+    assert float(parsed['mixco', '']['paired_delta_mean']) == pytest.approx(3.75)
+    assert paired_difference({0: 1.0}, {1: 2.0}) is None
+    assert paired_difference({0: 3.0}, {0: 1.0}) == dict(mean=2.0, n=1, std=None)
+
+
+def test_variants_are_their_own_rows_never_merged():
+    body = md_rows(render_markdown(build_rows(records()), 'now'))[1:]
+    labels = [r[2] for r in body]
+    assert labels == ['mocov2', 'mixco', 'mixco [model.mix_temperature=0.2]']
+    by_label = {r[2]: r for r in body}
+    assert by_label['mixco'][5] == f"{statistics.mean(MIXCO.values()):.2f} ± " \
+                                   f"{statistics.stdev(MIXCO.values()):.2f} (n=3)"
+    assert by_label['mixco [model.mix_temperature=0.2]'][5] == '41.50 ± 0.71 (n=2)'
+
+
+def test_a_variant_of_the_baseline_is_compared_with_the_same_variant():
+    rows = build_rows([rec('mocov2', 0, 40.0), rec('mocov2', 0, 30.0, variant='x=1'),
+                       rec('mixco', 0, 35.0, variant='x=1'), rec('mixco', 0, 44.0)])
+    deltas = {(r['method'], r['variant']): r['delta'] for r in rows}
+    assert deltas['mixco', 'x=1'] == pytest.approx(5.0) and deltas['mixco', ''] == pytest.approx(4.0)
+
+
+def test_online_protocol_is_labelled_apart_from_offline():
+    rows = build_rows([rec('mocov2', 0, 40.0, protocol='linear_fast'),
+                       rec('mocov2', 0, 30.0, protocol='online_linear')])
+    body = md_rows(render_markdown(rows, 'now'))[1:]
+    assert [r[1] for r in body] == ['linear (fast, cached features)',
+                                    'linear, online (during pretraining)']
+
+
+def test_paper_rows_only_beside_ours():
+    rows = paper_beside_ours(build_rows([rec('mixco', 0, 40.0, data='cifar10')],
+                                        read_paper(PAPER_RESULTS)))
+    assert sorted((r['source'] == 'this suite', r['label'], r['eval_data']) for r in rows) == [
+        (False, 'mixco (paper)', 'cifar10'), (True, 'mixco', 'cifar10')]
+
+
+def test_monitor_series_joins_the_parts_of_a_resumed_run(tmp_path):
+    first, second = tmp_path / '20260101_000000/vis_data', tmp_path / '20260101_010000/vis_data'
+    first.mkdir(parents=True)
+    second.mkdir(parents=True)
+    (first / 'scalars.json').write_text('\n'.join(json.dumps(r) for r in [
+        {'loss': 5.0, 'step': 10}, {'knn_monitor/top1': 50.0, 'step': 1},
+        {'online_linear/top1': 20.0, 'step': 1}, {'knn_monitor/top1': 55.0, 'step': 2}]) + '\n{"cut')
+    (second / 'scalars.json').write_text(json.dumps({'knn_monitor/top1': 60.0, 'step': 3}) + '\n')
+    import os
+    os.utime(first / 'scalars.json', (1, 1))
+    series = monitor_series(str(tmp_path))
+    assert series == {'knn_monitor/top1': {1: 50.0, 2: 55.0, 3: 60.0},
+                      'online_linear/top1': {1: 20.0}}
+
+
+def test_mean_and_spread_over_seeds_and_the_plot(tmp_path):
+    points = mean_and_spread([{1: 50.0, 2: 60.0}, {1: 54.0}])
+    assert points == [(1, 52.0, pytest.approx(statistics.stdev([50, 54])), 2), (2, 60.0, 0.0, 1)]
+    groups = {'mocov2': [{'knn_monitor/top1': {1: 50.0, 2: 60.0}}, {'knn_monitor/top1': {1: 54.0}}]}
+    assert plot_monitor_curves(groups, str(tmp_path / 'c.png'))
+    assert (tmp_path / 'c.png').stat().st_size > 1000
+    assert not plot_monitor_curves({'mocov2': [{}]}, str(tmp_path / 'none.png'))
+
+
+def test_suite_page_names_the_suite_runs_and_curves():
+    meta = dict(name='demo', file='configs/suites/demo.py', seeds=[0, 1], procs=2, cfg_options='',
+                evaluations='default')
+    runs = [dict(run='mocov2_r18_digits-s0', variant='default', seed='0', state='started',
+                 log='w/suite_train.log')]
+    text = suite_markdown(meta, build_rows(records()), runs, 'now', 'r/runs/*.json', 'curves.png')
+    assert text.startswith('# Suite demo\n') and 'Generated by tools/run_suite.py' in text
+    assert '\n### ResNet-18 · 100 pretraining epochs · tiny-imagenet' in text
+    assert '\n#### Accuracy (%)' in text and '![monitor curves](curves.png)' in text
+    assert '| mocov2_r18_digits-s0 | default | 0 | started | w/suite_train.log |' in text

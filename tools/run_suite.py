@@ -1,0 +1,67 @@
+"""Run a suite of pretraining runs (configs x variants x seeds), evaluate them, render its table.
+
+python tools/run_suite.py configs/suites/demo_digits.py            # or just: demo_digits
+python tools/run_suite.py demo_digits --dry-run                    # the plan: skip/resume/start
+python tools/run_suite.py demo_digits --seeds 0 1 --only mixco     # two seeds, MixCo's runs only
+python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu
+
+A run whose records exist is skipped, one with checkpoints but no record resumes, the rest
+start: a killed suite restarted with the same command redoes nothing that finished. Records
+and tables go to results/suites/<name>/, runs to work_dirs/suites/<name>/<run>/. Errors in the
+suite file or its configs are one line ``error: ...`` with exit code 2, before anything starts.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+import benchmark.components  # noqa: E402,F401  registers every type a config can name
+from benchmark.harness.suite import run_suite  # noqa: E402
+from benchmark.harness.suite_spec import SuiteError  # noqa: E402
+from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('suite', help='configs/suites/<name>.py, or its name')
+    parser.add_argument('--dry-run', action='store_true', help='print the plan and exit')
+    parser.add_argument('--only', metavar='PATTERN',
+                        help='run only the runs whose name matches (glob, or a substring)')
+    parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
+                        help='local: one run after another (tools/dist_train.sh); slurm: one '
+                        'sbatch job per run (tools/slurm_train.sh)')
+    parser.add_argument('--partition',
+                        help="SLURM partition (default: the suite's slurm.partition)")
+    parser.add_argument('--seeds', type=int, nargs='+', metavar='S',
+                        help="replace the suite's seeds")
+    parser.add_argument('--results-root', default=RESULTS_DIR,
+                        help='records and tables go to ROOT/suites/<name>/')
+    parser.add_argument('--work-root', default=WORK_DIRS,
+                        help='runs train in ROOT/suites/<name>/<run>/')
+    parser.add_argument('--paper', default=str(PAPER_RESULTS),
+                        help="the paper's numbers (CSV); 'none' for no reference rows")
+    parser.add_argument('--no-wandb', action='store_true', help='do not log the table to wandb')
+    parser.add_argument('--debug', action='store_true', help='show tracebacks')
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return run_suite(args.suite, dry_run=args.dry_run, only=args.only,
+                         launcher=args.launcher, seeds=args.seeds,
+                         results_root=args.results_root, work_root=args.work_root,
+                         partition=args.partition,
+                         paper=None if args.paper.lower() == 'none' else Path(args.paper),
+                         use_wandb=not args.no_wandb,
+                         out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
+    except (SuiteError, ValueError, OSError) as err:
+        if args.debug:
+            raise
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())
