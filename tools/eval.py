@@ -11,8 +11,8 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.data import DataRootError  # noqa: E402
-from benchmark.engine.checkpoints import CheckpointMismatchError  # noqa: E402
+from benchmark.engine.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
+                                  output_dir, positive_int, run_tool)
 from benchmark.engine.config_check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
 from benchmark.engine.launch import config_identity  # noqa: E402
@@ -23,22 +23,24 @@ from benchmark.reports.run_report import write_run_report  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config', help='the pretraining config of the checkpoint')
-    parser.add_argument('checkpoint', help="checkpoint file, or 'random' for a random init")
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('config', type=existing_file, help='the pretraining config of the checkpoint')
+    parser.add_argument('checkpoint', type=lambda t: t if t == 'random' else existing_file(t),
+                        help="checkpoint file, or 'random' for a random init")
     parser.add_argument('--protocols', nargs='+', default=list(DEFAULT_PROTOCOLS),
                         choices=(*FEATURE_PROTOCOLS, 'linear_paper', *PROTOCOL_ALIASES),
                         metavar='P', help=f"any of {[*FEATURE_PROTOCOLS, 'linear_paper']}")
-    parser.add_argument('--linear-config', help='config of the linear_paper protocol '
+    parser.add_argument('--linear-config', type=existing_file, help='config of the linear_paper protocol '
                         '(default: configs/eval/linear_r18_<eval data>.py)')
     parser.add_argument('--eval-data', choices=sorted(DATA_NAMES.values()),
                         help='evaluate on another dataset (transfer); default: the pretraining data')
     parser.add_argument('--data-root', help='root of the evaluation data')
-    parser.add_argument('--results-dir', default='results', help='records go to DIR/runs/')
+    parser.add_argument('--results-dir', default='results', type=output_dir,
+                        help='records go to DIR/runs/')
     parser.add_argument('--work-dir', help="linear_paper's run goes into DIR "
                         '(default: work_dirs/<config name>/)')
-    parser.add_argument('--batch-size', type=int, default=256)
-    parser.add_argument('--num-workers', type=int, default=2)
+    parser.add_argument('--batch-size', type=positive_int, default=256)
+    parser.add_argument('--num-workers', type=non_negative_int, default=2)
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={})
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
@@ -50,16 +52,11 @@ def main(argv=None) -> int:
         cfg = read_config(args.config)
         merge_options(cfg, args.cfg_options)
         validate_config(cfg)
-        out = evaluate_checkpoint(cfg, args.checkpoint, args.protocols, args.eval_data,
-                                  args.data_root, args.linear_config, args.batch_size,
-                                  args.num_workers, work_dir_of=args.config,
-                                  work_dir=args.work_dir)
-    except (DataRootError, CheckpointMismatchError, FileNotFoundError, ValueError) as err:
-        if args.debug:
-            raise
-        where = f'{args.config}: ' if isinstance(err, ConfigError) else ''
-        print(f'error: {where}{err}', file=sys.stderr)
-        return 2
+    except ConfigError as err:  # name the config; checkpoint and data errors name their file
+        raise ConfigError(f'{args.config}: {err}') from None
+    out = evaluate_checkpoint(cfg, args.checkpoint, args.protocols, args.eval_data,
+                              args.data_root, args.linear_config, args.batch_size,
+                              args.num_workers, work_dir_of=args.config, work_dir=args.work_dir)
     mine = args.checkpoint != 'random'
     path = record_evaluation(out['protocols'], out['run'], out['eval_data'], args.results_dir,
                              args.checkpoint if mine else None, config_identity(cfg),
@@ -76,4 +73,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main))

@@ -7,7 +7,6 @@ processes), kills during checkpoint writes (max_keep_ckpts 1 and unlimited), SIG
 pre-emption, a NaN, dead and hung processes, malformed configs, a folder of bad images and
 concurrent result writers. Takes about 20-30 minutes on a 2-core CPU (--quick: a few).
 """
-import argparse
 import os.path as osp
 import random
 import sys
@@ -18,12 +17,14 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from 
 
 from benchmark import fault_campaign as fc  # noqa: E402
 from benchmark.data.fakes import make_fake_tiny_imagenet  # noqa: E402
+from benchmark.engine.cli import ArgumentParser, non_negative_int, output_dir, run_tool  # noqa: E402
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--out', help='keep the runs here (default: a temporary folder)')
-    parser.add_argument('--seed', type=int, default=0, help='seed of the kill points')
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', type=output_dir,
+                        help='keep the runs here (default: a temporary folder)')
+    parser.add_argument('--seed', type=non_negative_int, default=0, help='seed of the kill points')
     parser.add_argument('--keep-checkpoints', action='store_true',
                         help='leave the runs\' checkpoints on disk (GBs)')
     parser.add_argument('--quick', action='store_true',
@@ -65,4 +66,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main))

@@ -9,7 +9,6 @@ The tables are generated, never edited: change or add records and rerun. Errors 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -17,29 +16,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmark.engine.cli import ArgumentParser, existing_dir, existing_file, run_tool  # noqa: E402
 from benchmark.layout import PAPER_RESULTS, RESULTS_DIR  # noqa: E402
 from benchmark.reports.render import render_leaderboard  # noqa: E402
 
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--results-dir', default=str(ROOT / RESULTS_DIR),
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--results-dir', default=str(ROOT / RESULTS_DIR), type=existing_dir,
                         help='folder with runs/*.json; the tables are written here')
     parser.add_argument('--paper', default=str(PAPER_RESULTS),
+                        type=lambda t: t if t.lower() == 'none' else existing_file(t),
                         help="the paper's numbers (CSV); 'none' for no reference rows")
     parser.add_argument('--debug', action='store_true', help='show tracebacks')
     args = parser.parse_args(argv)
     paper = None if args.paper.lower() == 'none' else Path(args.paper)
     try:
         paths = render_leaderboard(Path(args.results_dir), paper)
-    except (ValueError, OSError) as err:
-        if args.debug:
-            raise
-        print(f'error: leaderboard: {err}', file=sys.stderr)
-        return 2
+    except UnicodeError:  # the CSV reader's message does not name the file
+        raise ValueError(f'--paper {paper}: not a UTF-8 text CSV file') from None
     for path in paths:
         print(f'wrote {path}')
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main))

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmark.data import (CIFAR10, CIFAR100, DataRootError, Digits,  # noqa: E402
                                 ImageFolderDataset, TinyImageNet)
+from benchmark.engine.cli import ArgumentParser, output_dir, run_tool  # noqa: E402
 
 TINY_URL = 'http://cs231n.stanford.edu/tiny-imagenet-200.zip'
 TINY_MD5 = '90528d7ca1a48142e341f4ef8d21d0de'
@@ -69,13 +70,14 @@ def download_cifar(kind: str, root: Path) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    common = argparse.ArgumentParser(add_help=False)
+    common = ArgumentParser(add_help=False)
     common.add_argument('--debug', action='store_true', help='show tracebacks')
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='command', required=True)
     for kind in ('tiny', 'cifar10', 'cifar100'):
         p = sub.add_parser(kind, parents=[common], help=f'download {kind} into ROOT, verify it')
-        p.add_argument('--root', default='data', help='folder to download into (default: data)')
+        p.add_argument('--root', default='data', type=output_dir,
+                       help='folder to download into (default: data)')
         p.add_argument('--no-download', action='store_true', help='only verify ROOT')
     p = sub.add_parser('check', parents=[common], help='verify an existing dataset folder')
     p.add_argument('kind', choices=sorted(DATASETS))
@@ -86,26 +88,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        if args.command == 'check':
-            verify(args.kind, args.root)
-            return 0
-        root = Path(args.root)
-        if args.no_download:
-            data_root = str(root / 'tiny-imagenet-200') if args.command == 'tiny' else str(root)
-        elif args.command == 'tiny':
-            data_root = download_tiny(root)
-        else:
-            data_root = download_cifar(args.command, root)
-        verify(args.command, data_root)
-    except (OSError, RuntimeError, ValueError) as e:  # DataRootError, network, checksum
-        if args.debug:
-            raise
-        message = ' '.join(str(e).split()) or type(e).__name__
-        print(f'error: {message}', file=sys.stderr)
-        return 2
+    if args.command == 'check':
+        verify(args.kind, args.root)
+        return 0
+    root = Path(args.root)
+    if args.no_download:
+        data_root = str(root / 'tiny-imagenet-200') if args.command == 'tiny' else str(root)
+    else:
+        try:
+            data_root = (download_tiny(root) if args.command == 'tiny'
+                         else download_cifar(args.command, root))
+        except (RuntimeError, OSError) as err:  # network, disk, or a checksum mismatch
+            raise ValueError(f'{args.command} download into {root} failed ({err}); check the '
+                             'network, or put the files there and pass --no-download') from None
+    verify(args.command, data_root)
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main))

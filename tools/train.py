@@ -6,6 +6,7 @@ Several:       tools/dist_train.sh configs/mixco_r18_tiny.py 2   (torchrun; GPUs
 import argparse
 import os.path as osp
 import sys
+from typing import Optional
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
@@ -13,7 +14,7 @@ from mmengine.runner import Runner  # noqa: E402
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
 from benchmark import dist  # noqa: E402
-from benchmark.data import DataRootError  # noqa: E402
+from benchmark.engine.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
 from benchmark.engine.launch import check_data, config_identity, load_config  # noqa: E402
@@ -23,7 +24,7 @@ from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_diver
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('config', help='config file, e.g. configs/mixco_r18_tiny.py')
     parser.add_argument('--work-dir', help='where checkpoints and logs go '
                         '(default: work_dirs/<config name>)')
@@ -36,15 +37,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--no-eval', action='store_true',
                         help='skip the kNN / fast linear / cluster report after training')
     parser.add_argument('--results-dir', default='results', help='evaluation records go to DIR/runs/')
+    parser.add_argument('--check-only', action='store_true', help='check the config and exit '
+                        '(0, or 2 with one line); nothing is built or read')
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
 
 
 def build_runner(args: argparse.Namespace) -> tuple:
     """Load and check the config (before any data is read), then build the Runner; also the
-    config's identity (what its records' config_sha256 hashes), taken before the run edits it."""
-    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
-    validate_config(cfg)
+    config's identity (what its records' config_sha256 hashes), taken before the run edits it.
+    With --check-only: (None, None) once the config is checked (dist_train.sh checks once, in
+    one process, before it starts the processes)."""
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher,
+                      None if args.check_only else args.resume)
+    validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
+    if args.check_only:
+        return None, None
     identity = config_identity(cfg)
     check_data(cfg)
     warning = configure_wandb(cfg)
@@ -59,12 +67,13 @@ def main(argv=None) -> int:
     allow_mmengine_checkpoints()
     try:
         runner, identity = build_runner(args)
-    except (DataRootError, FileNotFoundError, ValueError, TypeError, KeyError) as err:
+    except (ValueError, OSError, TypeError, KeyError) as err:  # DataRootError is an OSError
         if args.debug:
             raise
-        if dist.is_main():
-            print(f'error: {args.config}: {err}', file=sys.stderr)
-        return 2
+        message = one_line(err)
+        return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
+    if runner is None:
+        return 0
     cfg = runner.cfg
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
         runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir,
@@ -85,5 +94,5 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == '__main__':
-    sys.exit(main())
+if __name__ == '__main__':  # not run_tool: an error during training keeps its traceback, on
+    sys.exit(main())          # every process (bad input is caught above, before anything is built)

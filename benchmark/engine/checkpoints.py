@@ -8,7 +8,11 @@ torch's weights-only unpickler: a checkpoint is never allowed to run code.
 """
 import glob
 import os.path as osp
-from typing import Dict, List, Optional, Tuple
+import pickle
+import re
+import warnings
+import zipfile
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -24,8 +28,76 @@ LAYOUTS = {  # layout name -> prefix of the backbone keys
 }
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: one line, ``checkpoint PATH: REASON``.
+
+    Attributes:
+        reason: What is wrong, without the path (for callers that name the file their way).
+        path: The file, or None where it is not known yet.
+    """
+
+    def __init__(self, reason: str, path: Optional[str] = None) -> None:
+        self.reason, self.path = reason, path
+        super().__init__(f'checkpoint {path}: {reason}' if path else reason)
+
+
+class CheckpointMismatchError(CheckpointError):
     """A checkpoint does not fit the backbone it is loaded into."""
+
+
+def _first_line(err: BaseException) -> str:
+    """The first sentence of an error's message (torch's run to a dozen lines)."""
+    text = str(err).strip()
+    if 'WeightsUnpickler error:' in text:  # the cause, not torch's advice around it
+        text = text.split('WeightsUnpickler error:', 1)[1].strip()
+    first = text.splitlines()[0].split('. ')[0] if text else type(err).__name__
+    return first[:160]
+
+
+def _refused_global(message: str) -> Optional[str]:
+    """The global a weights-only refusal names ('posix.system', '__main__.Foo'), if any."""
+    found = re.search(r'GLOBAL ([\w.]+)', message)
+    return found.group(1) if found else None
+
+
+def _load_reason(path: str) -> Tuple[Any, Optional[str]]:
+    """(loaded object, None), or (None, why the file cannot be loaded weights-only)."""
+    if not osp.exists(path):
+        return None, 'not found'
+    if osp.isdir(path):
+        return None, 'is a folder; pass a .pth file inside it'
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols before refusing
+            warnings.simplefilter('ignore')
+            return torch.load(path, map_location='cpu', weights_only=True), None
+    except pickle.UnpicklingError as err:
+        name = _refused_global(str(err))
+        if name:
+            return None, (f'refusing to load: it asks for {name}; only weights are loaded '
+                          '(re-save it as a plain state dict)')
+        return None, f'not a torch checkpoint (its pickle is not plain weights: {_first_line(err)})'
+    except (EOFError, zipfile.BadZipFile) as err:
+        return None, f'empty or truncated ({type(err).__name__}); copy it again or pick another'
+    except RuntimeError as err:  # PytorchStreamReader: a zip archive cut short or damaged
+        return None, f'truncated or corrupt ({_first_line(err)}); copy it again or pick another'
+    except (KeyError, ValueError, TypeError, AttributeError, OSError) as err:
+        # the legacy (non-zip) reader on a text or foreign file
+        return None, f'not a torch checkpoint ({type(err).__name__}: {_first_line(err)})'
+
+
+def read_checkpoint(path: str) -> Any:
+    """`torch.load(path, weights_only=True)` with every way a file can be bad as one line.
+
+    Raises:
+        CheckpointError: Missing file, a folder, an empty or truncated file, a file that is
+            not a torch checkpoint (text, a plain pickle), or one whose pickle asks for a
+            global that is not plain data (the weights-only unpickler never calls it).
+    """
+    allow_mmengine_checkpoints()
+    checkpoint, reason = _load_reason(path)
+    if reason:
+        raise CheckpointError(reason, path)
+    return checkpoint
 
 
 def backbone_state(checkpoint: dict) -> Tuple[str, Dict[str, Tensor]]:
@@ -67,18 +139,18 @@ def check_fits(model: nn.Module, state: Dict[str, Tensor]) -> None:
 
 def load_backbone(model: nn.Module, path: str) -> str:
     """Load the backbone weights of `path` into `model` strictly; return the layout found."""
-    allow_mmengine_checkpoints()
-    checkpoint = torch.load(path, map_location='cpu', weights_only=True)
-    layout, state = backbone_state(checkpoint)
-    check_fits(model, state)
+    try:
+        layout, state = backbone_state(read_checkpoint(path))
+        check_fits(model, state)
+    except CheckpointMismatchError as err:
+        raise CheckpointMismatchError(err.reason, path) from None
     model.load_state_dict(state, strict=True)
     return layout
 
 
 def checkpoint_meta(path: str) -> dict:
     """The meta block of one of our checkpoints ({} for other layouts), loaded weights-only."""
-    allow_mmengine_checkpoints()
-    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    ckpt = read_checkpoint(path)
     return ckpt.get('meta', {}) if isinstance(ckpt, dict) else {}
 
 
@@ -104,9 +176,11 @@ def loadable(path: str) -> Optional[str]:
     """None if ``path`` loads as a training checkpoint (weights only), else why not."""
     allow_mmengine_checkpoints()
     try:
-        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+        checkpoint, reason = _load_reason(path)
     except Exception as err:  # noqa: BLE001 - any failure means "not loadable"
-        return f'{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ""}'
+        return f'{type(err).__name__}: {_first_line(err)}'
+    if reason:
+        return reason
     if not isinstance(checkpoint, dict) or 'state_dict' not in checkpoint or 'meta' not in checkpoint:
         return 'not a training checkpoint (no state_dict/meta)'
     return None
