@@ -1,15 +1,18 @@
 """Static checks of a config before anything is built: unknown keys, unknown types, bad values.
 
-`validate_config` reads the config only (no files, no data, no model) and raises `ConfigError`
-with one line that names the key path, e.g. ``unknown key 'model.temprature' (did you mean
-'model.temperature'?)`` or ``train_cfg.max_epochs must be an integer, got 1.5``. The keys a
-component accepts come from the ``__init__`` signatures of the classes registered in mmengine's
-root registries (``methods`` and ``benchmark`` register there), so a new model argument needs no
-change here; the value rules below cover what a signature cannot say (ranges, choices).
-Not checkable statically and left to the model: ``queue_size`` >= the total batch (world size).
+`validate_config` reads the config only (no data, no model; paths of checkpoints are stat'ed)
+and raises `ConfigError` with one line that names the key path, e.g. ``unknown key
+'model.temprature' (did you mean 'model.temperature'?)`` or ``train_cfg.max_epochs must be >= 1,
+got 0``. The keys a component accepts come from the ``__init__`` signatures of the classes
+registered in mmengine's root registries (``methods`` and ``benchmark`` register there); the
+values each key takes come from the field table (config_fields), which has an entry for every
+parameter. Checked here across fields: no NaN or infinity anywhere, an even batch for MixCo,
+device views with a raw dataset, workers for persistent_workers, and a MoCo queue at least the
+total batch of all processes (the world size comes from torchrun's WORLD_SIZE).
 """
 import importlib
 import inspect
+import math
 import os
 from typing import Any, Dict, Iterable, Optional, Tuple
 
@@ -26,37 +29,38 @@ from torch.utils.data import DataLoader
 from benchmark import dist
 from benchmark.data.gpu_views import check_view_pairing
 from benchmark.data.raw_view import RAW_VIEW, RawImage
+from benchmark.data.view_params import PRESETS
 from benchmark.data.views import VIEW_NAMES
+from benchmark.engine.config_fields import FIELDS, fields_of
+from benchmark.engine.config_rules import Section, Supplied, _bad, _optional
 from benchmark.engine.config_schema import (ConfigError, Rule, _check_component, _check_keys,  # noqa: F401
                                             _check_kwargs, _check_types, _hint, _int_at_least,
-                                            _join, _momentum, _non_negative, _number, _one_line,
-                                            _one_of, _parameters, _positive, _probability,
+                                            _join, _one_line, _one_of, _parameters,
                                             _require_dict)
-from methods.backbones import build_resnet, RESNETS
-from methods.mixco import LAMBDA_DISTRIBUTIONS, LAMBDA_SCOPES, PAIRINGS, TARGET_MODES
-from methods.unmix import SCHEDULES
+from methods.backbones import build_resnet
 
-# Top level: Runner's arguments, the keys Runner reads from its cfg (`self.cfg.get(...)`), the
-# config file's own keys, and `vis_backends`, a helper variable of configs/_base_/runtime.
-RUNNER_CFG_KEYS = ('model_wrapper_cfg', 'sync_bn', 'find_unused_parameters',
-                   'activation_checkpointing', 'efficient_conv_bn_eval', 'compile')
-CONFIG_KEYS = ('_base_', 'custom_imports', 'vis_backends')
+# The top level: Runner's arguments and the keys it reads from cfg; None there means "not set".
+TOP_RULES = {key: _optional(rule) for key, rule in {**fields_of(Runner), **FIELDS['config']}.items()
+             if not isinstance(rule, Supplied)}
 # Runner.register_default_hooks: the names a default_hooks entry overrides.
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
                       'checkpoint')
-SPLITS = ('train', 'val', 'test')
 
 
-def validate_config(cfg: Config) -> None:
-    """Check a loaded config (cfg-options merged) without building anything.
+def validate_config(cfg: Config, world_size: Optional[int] = None) -> None:
+    """Check a loaded config (cfg-options merged) without building anything or reading data.
+
+    Args:
+        cfg: The config.
+        world_size: Processes of the run (default: torchrun's WORLD_SIZE, else 1).
 
     Raises:
         ConfigError: One line naming the key path, with a did-you-mean where one fits.
     """
     _import_custom_modules(cfg.get('custom_imports'))
-    top = {*inspect.signature(Runner.__init__).parameters, *RUNNER_CFG_KEYS, *CONFIG_KEYS}
-    _check_keys(cfg, top - {'self', 'cfg'}, '')
-    _check_types(cfg, _parameters(Runner)[0], '')
+    top = cfg.to_dict() if isinstance(cfg, Config) else dict(cfg)
+    _check_kwargs(top, Runner, '', TOP_RULES, extra=FIELDS['config'])  # the top level
+    _check_finite(top, '')
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
     for key, check in SECTIONS.items():
@@ -66,10 +70,53 @@ def validate_config(cfg: Config) -> None:
     if model_type.startswith('MixCo') and loader.get('batch_size', 2) % 2:
         raise ConfigError(f"train_dataloader.batch_size must be even for {model_type} (it mixes "
                           f"the two halves of each batch), got {loader['batch_size']}")
+    _check_queue(cfg, _world_size() if world_size is None else world_size)
     try:  # views on the device need a raw_uint8 dataset, and the other way round
         check_view_pairing(cfg)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def _world_size() -> int:
+    """torchrun's WORLD_SIZE (tools/dist_train.sh sets it for its check as well), else 1."""
+    try:
+        return max(1, int(os.environ.get('WORLD_SIZE', '1')))
+    except ValueError:
+        return 1
+
+
+def _default(cls: type, name: str) -> Any:
+    """The default of keyword `name` along the __init__ chain of `cls` (None if it has none)."""
+    for owner in cls.__mro__:
+        init = owner.__dict__.get('__init__')
+        param = inspect.signature(init).parameters.get(name) if init else None
+        if param is not None and param.default is not param.empty:
+            return param.default
+    return None
+
+
+def _check_finite(value: Any, path: str) -> None:
+    """No NaN or infinity anywhere a number is given (--cfg-options reads 'nan' and 'inf')."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f'{path} must be a finite number, got {value}')
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, (list, tuple)) else ())
+    for key, item in items:
+        _check_finite(item, _join(path, key))
+
+
+def _check_queue(cfg: Config, world_size: int) -> None:
+    """A MoCo queue holds at least one step's keys of all processes (else the step fails)."""
+    model, loader = cfg.model, cfg.get('train_dataloader') or {}
+    cls = MODELS.get(model.get('type')) if isinstance(model.get('type'), str) else None
+    if cls is None or 'queue_size' not in _parameters(cls)[0] or 'batch_size' not in loader:
+        return
+    queue = model.get('queue_size', _default(cls, 'queue_size'))
+    total = world_size * loader['batch_size']
+    if isinstance(queue, int) and queue < total:
+        raise ConfigError(f'model.queue_size ({queue}) must be >= the total batch, {world_size} '
+                          f'process(es) x train_dataloader.batch_size {loader["batch_size"]} = '
+                          f'{total}; raise model.queue_size or lower the batch')
 
 
 # Module paths configs listed before the suite was split into packages (issue 10).
@@ -146,66 +193,56 @@ def _import_custom_modules(custom: Optional[dict]) -> None:
 VIEW_TRANSFORMS = {'mocov2': MoCoV2Transform, 'simclr': SimCLRTransform, RAW_VIEW: RawImage}
 
 
-def _view(value: Any, path: str) -> None:
+def _view_rule(names: Tuple[str, ...]) -> Rule:
     """A view preset name, or dict(name=..., **overrides of its lightly transform)."""
-    if value is None or isinstance(value, str):
-        return None if value is None else _one_of(VIEW_NAMES, 'view')(value, path)
-    _require_dict(value, path)
-    _one_of(VIEW_NAMES, 'view')(value.get('name'), f'{path}.name')
-    if value['name'] in VIEW_TRANSFORMS:
-        _check_kwargs(value, VIEW_TRANSFORMS[value['name']], path,
-                      supplied={'input_size', 'normalize'}, extra={'name'})
-    elif len(value) > 1:
-        raise ConfigError(f"{path}: view {value['name']!r} takes no overrides; only "
-                          f"{', '.join(VIEW_TRANSFORMS)} do")
+    def view(value: Any, path: str) -> None:
+        if value is None or isinstance(value, str):
+            return None if value is None else _one_of(names, 'view')(value, path)
+        _require_dict(value, path)
+        _one_of(names, 'view')(value.get('name'), f'{path}.name')
+        if value['name'] in VIEW_TRANSFORMS:  # the transform's fields are in the table
+            _check_kwargs(value, VIEW_TRANSFORMS[value['name']], path, extra={'name'})
+        elif len(value) > 1:
+            raise ConfigError(f"{path}: view {value['name']!r} takes no overrides; only "
+                              f"{', '.join(VIEW_TRANSFORMS)} do")
+    return _bad(view, 'bogus', dict(name='bogus'), dict(name='mocov2', min_scale=0))
 
 
-MODEL_RULES = dict(temperature=_positive, mix_temperature=_positive, mix_alpha=_positive,
-                   mix_weight=_non_negative, key_momentum=_momentum,
-                   queue_size=_int_at_least(1), feature_dim=_int_at_least(1),
-                   num_classes=_int_at_least(2), mix_lambda=_one_of(LAMBDA_DISTRIBUTIONS),
-                   mix_lambda_scope=_one_of(LAMBDA_SCOPES), mix_pairing=_one_of(PAIRINGS),
-                   mix_target=_one_of(TARGET_MODES),
-                   # i-Mix, Un-Mix, MoCHi (methods/imix.py, unmix.py, mochi.py)
-                   mix_schedule=_one_of(SCHEDULES), mix_global_prob=_probability,
-                   mix_hardest=_int_at_least(1), mix_synthetic=_int_at_least(0),
-                   mix_query_synthetic=_int_at_least(0), mix_warmup_epochs=_int_at_least(0))
-BACKBONE_RULES = dict(depth=_one_of(tuple(RESNETS)))
-LOADER_RULES = dict(batch_size=_int_at_least(1), num_workers=_int_at_least(0))
-DATASET_RULES = dict(input_size=_int_at_least(8), split=_one_of(SPLITS), view=_view)
-OPTIMIZER_RULES = dict(lr=_positive, weight_decay=_non_negative, momentum=_non_negative)
-LOOP_RULES = dict(max_epochs=_int_at_least(1), max_iters=_int_at_least(1),
-                  val_interval=_int_at_least(1))
-HOOK_RULES = dict(k=_int_at_least(1), temperature=_positive, num_train=_int_at_least(1),
-                  num_test=_int_at_least(1), batch_size=_int_at_least(1))
+_view = _view_rule(VIEW_NAMES)
+DEVICE_VIEW = _view_rule(tuple(PRESETS))  # GPUViewPreprocessor draws the contrastive presets
 
 
 # --- sections --------------------------------------------------------------------------------
 
 def _check_model(model: Any, path: str) -> None:
-    _check_component(model, MODELS, path, MODEL_RULES)
+    _check_component(model, MODELS, path)
     if isinstance(model.get('backbone'), dict):
-        _check_kwargs(model['backbone'], build_resnet, f'{path}.backbone', BACKBONE_RULES)
+        _check_kwargs(model['backbone'], build_resnet, f'{path}.backbone')
     if isinstance(model.get('data_preprocessor'), dict):
         _check_component(model['data_preprocessor'], MODELS, f'{path}.data_preprocessor',
-                         default_type='BaseDataPreprocessor')
+                         dict(view=DEVICE_VIEW), default_type='BaseDataPreprocessor')
 
 
 def _check_loader(loader: Any, path: str) -> None:
     """Runner.build_dataloader: its own keys, then DataLoader's; dataset and sampler required."""
-    min_batch = 2 if path == 'train_dataloader' else 1
-    _check_kwargs(loader, DataLoader, path, dict(LOADER_RULES, batch_size=_int_at_least(min_batch)),
-                  extra={'num_batch_per_epoch', 'disable_subprocess_warning'})
+    min_batch = 2 if path == 'train_dataloader' else 1  # contrastive: other images in the batch
+    _check_kwargs(loader, DataLoader, path, dict(batch_size=_int_at_least(min_batch)))
     for key in ('dataset', 'sampler'):
         if key not in loader:
             raise ConfigError(f'{path}.{key}: missing')
-    _check_component(loader['dataset'], DATASETS, f'{path}.dataset', DATASET_RULES)
-    _check_component(loader['sampler'], DATA_SAMPLERS, f'{path}.sampler', supplied={'dataset'})
+    for key in ('persistent_workers', 'prefetch_factor'):  # torch refuses them without workers
+        if loader.get(key) and not loader.get('num_workers'):
+            raise ConfigError(f'{path}.{key}={loader[key]} needs {path}.num_workers >= 1 (got '
+                              f"{loader.get('num_workers', 0)}); set {key}="
+                              f"{'False' if key == 'persistent_workers' else 'None'}")
+    _check_component(loader['dataset'], DATASETS, f'{path}.dataset', dict(view=_view))
+    _check_component(loader['sampler'], DATA_SAMPLERS, f'{path}.sampler')
     if isinstance(loader.get('batch_sampler'), dict):
         _check_component(loader['batch_sampler'], DATA_SAMPLERS, f'{path}.batch_sampler',
                          supplied={'sampler', 'batch_size'})
-    if isinstance(loader.get('collate_fn'), dict):
-        _check_component(loader['collate_fn'], FUNCTIONS, f'{path}.collate_fn', skip_first=True)
+    for key in ('collate_fn', 'worker_init_fn'):
+        if isinstance(loader.get(key), dict):
+            _check_component(loader[key], FUNCTIONS, f'{path}.{key}', skip_first=True)
 
 
 def _check_train_loop(loop: Any, path: str) -> None:
@@ -216,13 +253,11 @@ def _check_train_loop(loop: Any, path: str) -> None:
     if 'type' not in loop and 'by_epoch' not in loop:
         raise ConfigError(f'{path}.type: missing (or by_epoch)')
     default = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
-    _check_component(loop, LOOPS, path, LOOP_RULES, supplied={'runner', 'dataloader'},
-                     extra={'by_epoch'} if 'by_epoch' in loop else (), default_type=default)
+    _check_component(loop, LOOPS, path, default_type=default)
 
 
 def _check_eval_loop(loop: Any, path: str) -> None:
-    _check_component(loop, LOOPS, path, supplied={'runner', 'dataloader', 'evaluator'},
-                     default_type='ValLoop' if path == 'val_cfg' else 'TestLoop')
+    _check_component(loop, LOOPS, path, default_type='ValLoop' if path == 'val_cfg' else 'TestLoop')
 
 
 def _items(section: Any, path: str) -> Iterable[Tuple[Any, str]]:
@@ -244,18 +279,15 @@ def _check_optim_wrapper(wrapper: Any, path: str) -> None:
     _require_dict(wrapper, path)
     if 'constructor' in wrapper:  # a custom constructor reads the rest its own way
         return
-    _check_component(wrapper, OPTIM_WRAPPERS, path, extra={'paramwise_cfg'},
-                     default_type='OptimWrapper')
+    _check_component(wrapper, OPTIM_WRAPPERS, path, default_type='OptimWrapper')
     if 'optimizer' not in wrapper:
         raise ConfigError(f'{path}.optimizer: missing')
-    _check_component(wrapper['optimizer'], OPTIMIZERS, f'{path}.optimizer', OPTIMIZER_RULES,
-                     supplied={'params'})
+    _check_component(wrapper['optimizer'], OPTIMIZERS, f'{path}.optimizer')
 
 
 def _check_schedulers(schedulers: Any, path: str) -> None:
     for item, item_path in _items(schedulers, path):
-        _check_component(item, PARAM_SCHEDULERS, item_path, supplied={'optimizer'},
-                         extra={'convert_to_iter_based'})
+        _check_component(item, PARAM_SCHEDULERS, item_path)
 
 
 def _check_default_hooks(hooks: Any, path: str) -> None:
@@ -266,23 +298,21 @@ def _check_default_hooks(hooks: Any, path: str) -> None:
             raise ConfigError(f'unknown key {_join(path, name)!r}'
                               f'{_hint(name, DEFAULT_HOOK_NAMES, path)}')
         if hook is not None:
-            _check_component(hook, HOOKS, _join(path, name), HOOK_RULES, extra={'priority'})
+            _check_component(hook, HOOKS, _join(path, name))
 
 
 def _check_custom_hooks(hooks: Any, path: str) -> None:
     if not isinstance(hooks, (list, tuple)):
         raise ConfigError(f'{path} must be a list, got {hooks!r}')
     for item, item_path in _items(hooks, path):
-        _check_component(item, HOOKS, item_path, HOOK_RULES, extra={'priority'})
+        _check_component(item, HOOKS, item_path)
 
 
 def _check_env(env: Any, path: str) -> None:
     """Runner.setup_env reads these four; dist_cfg goes to init_dist, which takes **kwargs."""
-    _require_dict(env, path)
-    _check_keys(env, {'cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit'}, path)
+    _check_section(env, path)
     if env.get('mp_cfg') is not None:
-        _check_kwargs(env['mp_cfg'], set_multi_processing, f'{path}.mp_cfg',
-                      supplied={'distributed'})
+        _check_kwargs(env['mp_cfg'], set_multi_processing, f'{path}.mp_cfg')
     if env.get('dist_cfg') is not None:
         _require_dict(env['dist_cfg'], f'{path}.dist_cfg')
 
@@ -295,18 +325,21 @@ def _check_visualizer(visualizer: Any, path: str) -> None:
         _check_component(item, VISBACKENDS, item_path, extra={'name'})
 
 
+def _check_section(section: Any, path: str) -> None:
+    """A section mmengine reads key by key: the keys of its field table, and their rules."""
+    _require_dict(section, path)
+    table = FIELDS[path]
+    _check_keys(section, table, path)
+    for key, value in section.items():
+        if not isinstance(table[key], Section):
+            table[key](value, _join(path, key))
+
+
 def _check_auto_scale_lr(auto: Any, path: str) -> None:
     """Runner.scale_lr reads `enable` and, when enabled, `base_batch_size`."""
-    _require_dict(auto, path)
-    _check_keys(auto, ('enable', 'base_batch_size'), path)
-    _check_types(auto, dict(enable=bool), path)
-    if 'base_batch_size' in auto:
-        _int_at_least(1)(auto['base_batch_size'], f'{path}.base_batch_size')
-    elif auto.get('enable'):
+    _check_section(auto, path)
+    if auto.get('enable') and 'base_batch_size' not in auto:
         raise ConfigError(f'{path}.base_batch_size: missing')
-
-
-COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs')
 
 
 def _check_compile(value: Any, path: str) -> None:
@@ -316,8 +349,7 @@ def _check_compile(value: Any, path: str) -> None:
     if not isinstance(value, dict):
         raise ConfigError(f'{path} must be True, False or a dict of torch.compile arguments '
                           f'(e.g. dict(mode=\'max-autotune\')), got {value!r}')
-    _check_kwargs(value, torch.compile, path, dict(mode=_one_of(COMPILE_MODES, 'mode')),
-                  supplied={'model'})
+    _check_kwargs(value, torch.compile, path)
 
 
 SECTIONS: Dict[str, Rule] = dict(
@@ -329,12 +361,10 @@ SECTIONS: Dict[str, Rule] = dict(
     optim_wrapper=_check_optim_wrapper, param_scheduler=_check_schedulers,
     default_hooks=_check_default_hooks, custom_hooks=_check_custom_hooks,
     env_cfg=_check_env, visualizer=_check_visualizer, auto_scale_lr=_check_auto_scale_lr,
-    randomness=lambda section, path: _check_kwargs(
-        section, Runner.set_randomness, path, dict(seed=_int_at_least(0, none_ok=True)),
-        skip_first=True),
-    log_processor=lambda section, path: _check_component(
-        section, LOG_PROCESSORS, path, dict(window_size=_int_at_least(1)),
-        default_type='LogProcessor'),
+    randomness=lambda section, path: _check_kwargs(section, Runner.set_randomness, path,
+                                                   skip_first=True),
+    log_processor=lambda section, path: _check_component(section, LOG_PROCESSORS, path,
+                                                         default_type='LogProcessor'),
     model_wrapper_cfg=lambda section, path: _check_component(
         section, MODEL_WRAPPERS, path, supplied={'module'}),
 )

@@ -4,7 +4,6 @@ Pure functions over a config's dicts; each failure is a `ConfigError` with one l
 the key path. The suite's own rules (which key takes which range) are in `config_check`.
 """
 import collections.abc
-import difflib
 import inspect
 import types
 import typing
@@ -12,11 +11,10 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from mmengine.registry import Registry
 
-Rule = Callable[[Any, str], None]
-
-
-class ConfigError(ValueError):
-    """A config key is unknown or its value is invalid; the message is one line."""
+from benchmark.engine.config_fields import fields_of
+from benchmark.engine.config_rules import (ConfigError, Extra, Rule, Supplied, _hint,  # noqa: F401
+                                           _int_at_least, _join, _momentum, _non_negative,
+                                           _number, _one_of, _positive, _probability)
 
 
 def _one_line(err: BaseException) -> str:
@@ -25,17 +23,6 @@ def _one_line(err: BaseException) -> str:
 
 
 # --- keys and types --------------------------------------------------------------------------
-
-def _join(path: str, key: Any) -> str:
-    return f'{path}.{key}' if path else str(key)
-
-
-def _hint(name: Any, candidates: Iterable[str], path: str = '') -> str:
-    candidates, name = sorted(map(str, candidates)), str(name)
-    close = difflib.get_close_matches(name, candidates, n=1) or [  # 'Wandb' -> 'WandbVisBackend'
-        c for c in candidates if name and c.lower().startswith(name.lower())][:1]
-    return f' (did you mean {_join(path, close[0])!r}?)' if close else ''
-
 
 def _check_keys(section: dict, allowed: Iterable[str], path: str) -> None:
     allowed = set(allowed)
@@ -51,6 +38,8 @@ def _parameters(obj: Any) -> Tuple[Dict[str, Any], bool]:
     chain = [c.__dict__['__init__'] for c in obj.__mro__
              if '__init__' in c.__dict__ and c is not object] if is_class else [obj]
     params: Dict[str, Any] = {}
+    if not chain:  # object.__init__ only: no keyword at all (a hook without arguments)
+        return params, False
     for fn in chain:
         sig = inspect.signature(fn)
         for i, p in enumerate(sig.parameters.values()):
@@ -129,16 +118,25 @@ def _lookup(registry: Registry, name: Any, path: str) -> Any:
 def _check_kwargs(section: Any, obj: Any, path: str, rules: Optional[Dict[str, Rule]] = None,
                   supplied: Iterable[str] = (), extra: Iterable[str] = (),
                   skip_first: bool = False) -> None:
-    """The keyword arguments `section` gives `obj`: known keys, then value rules, then types."""
+    """The keyword arguments `section` gives `obj`: known keys, then value rules, then types.
+
+    The rules are the field table's for `obj` (config_fields), then `rules` (which override);
+    its `Supplied` entries are not config keys, its `Extra` entries are.
+    """
     _require_dict(section, path)
     params, open_ended = _parameters(obj)
     if skip_first and params:  # `self` of an unbound method, the data of a collate_fn
         params.pop(next(iter(params)))
+    table = fields_of(obj)
+    supplied = {*supplied, *(k for k, r in table.items() if isinstance(r, Supplied))}
+    extra = {*extra, *(k for k, r in table.items() if isinstance(r, Extra))}
     if not open_ended:
-        _check_keys(section, (set(params) - set(supplied)) | set(extra), path)
-    for key, rule in (rules or {}).items():
-        if key in section:
-            rule(section[key], _join(path, key))
+        _check_keys(section, (set(params) - supplied) | extra, path)
+    rest = table.get('*')
+    for key, value in section.items():
+        rule = (rules or {}).get(key) or table.get(key) or (rest if key in params else None)
+        if rule is not None and key not in ('type', '_scope_'):
+            rule(value, _join(path, key))
     _check_types(section, params, path)
 
 
@@ -157,53 +155,3 @@ def _check_component(section: Any, registry: Registry, path: str,
 def _require_dict(section: Any, path: str) -> None:
     if not isinstance(section, dict):
         raise ConfigError(f'{path} must be a dict, got {section!r}')
-
-
-# --- value rules -----------------------------------------------------------------------------
-
-def _number(value: Any, path: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f'{path} must be a number, got {value!r}')
-
-
-def _positive(value: Any, path: str) -> None:
-    _number(value, path)
-    if value <= 0:
-        raise ConfigError(f'{path} must be > 0, got {value}')
-
-
-def _non_negative(value: Any, path: str) -> None:
-    _number(value, path)
-    if value < 0:
-        raise ConfigError(f'{path} must be >= 0, got {value}')
-
-
-def _momentum(value: Any, path: str) -> None:
-    _number(value, path)
-    if not 0 <= value < 1:
-        raise ConfigError(f'{path} must be in [0, 1), got {value}')
-
-
-def _probability(value: Any, path: str) -> None:
-    _number(value, path)
-    if not 0 <= value <= 1:
-        raise ConfigError(f'{path} must be in [0, 1], got {value}')
-
-
-def _int_at_least(low: int, none_ok: bool = False) -> Rule:
-    def rule(value: Any, path: str) -> None:
-        if value is None and none_ok:
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f'{path} must be an integer, got {value!r}')
-        if value < low:
-            raise ConfigError(f'{path} must be >= {low}, got {value}')
-    return rule
-
-
-def _one_of(choices: tuple, noun: str = 'value') -> Rule:
-    def rule(value: Any, path: str) -> None:
-        if value not in choices:
-            raise ConfigError(f'{path}: unknown {noun} {value!r}{_hint(value, map(str, choices))}; '
-                              f"valid: {', '.join(map(str, choices))}")
-    return rule

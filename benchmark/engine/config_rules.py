@@ -1,0 +1,211 @@
+"""Value rules of config checks: what range or choice a field takes, as one-line ConfigErrors.
+
+A rule is ``rule(value, path)`` that raises `ConfigError` naming ``path``. Each carries
+``rule.bad``: values it must refuse, from which tests/engine/test_config_fields.py generates
+its cases. `Free`, `Supplied`, `Section` and `Extra` mark table entries that are no range:
+any value of the annotated type is fine (and why), set by mmengine (so not a config key),
+checked as a section of its own, or read by mmengine around the constructor.
+"""
+import difflib
+import math
+import re
+from typing import Any, Callable, Iterable, Optional
+
+Rule = Callable[[Any, str], None]
+NAN, INF = float('nan'), float('inf')
+NOT_A_CHOICE = 'no-such-choice'
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or its value is invalid; the message is one line."""
+
+
+def _bad(rule: Rule, *values: Any) -> Rule:
+    rule.bad = values  # type: ignore[attr-defined]
+    return rule
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value: Any, path: str) -> None:
+    if not _is_number(value):
+        raise ConfigError(f'{path} must be a number, got {value!r}')
+    if not math.isfinite(value):
+        raise ConfigError(f'{path} must be a finite number, got {value}')
+
+
+def _positive(value: Any, path: str) -> None:
+    _number(value, path)
+    if value <= 0:
+        raise ConfigError(f'{path} must be > 0, got {value}')
+
+
+def _non_negative(value: Any, path: str) -> None:
+    _number(value, path)
+    if value < 0:
+        raise ConfigError(f'{path} must be >= 0, got {value}')
+
+
+def _momentum(value: Any, path: str) -> None:
+    _number(value, path)
+    if not 0 <= value < 1:
+        raise ConfigError(f'{path} must be in [0, 1), got {value}')
+
+
+def _probability(value: Any, path: str) -> None:
+    _number(value, path)
+    if not 0 <= value <= 1:
+        raise ConfigError(f'{path} must be in [0, 1], got {value}')
+
+
+_bad(_number, 'x', NAN, INF)
+_bad(_positive, 0, -1, NAN, INF, '1')
+_bad(_non_negative, -1, -1e-9, NAN, INF)
+_bad(_momentum, 1, 1.5, -0.5, NAN)
+_bad(_probability, -0.1, 1.5, NAN)
+
+
+def _number_in(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Rule:
+    """A number in an interval, e.g. (0, 1] for a crop's minimum scale."""
+    shown = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+    def rule(value: Any, path: str) -> None:
+        _number(value, path)
+        if value < low or value > high or (low_open and value == low) or (
+                high_open and value == high):
+            raise ConfigError(f'{path} must be in {shown}, got {value}')
+    return _bad(rule, *([low] if low_open else []), *([high] if high_open else []),
+                low - 1, high + 1, NAN)
+
+
+def _int_at_least(low: int, none_ok: bool = False, below: Optional[int] = None) -> Rule:
+    """An integer >= low (and < below, where given); None too with none_ok."""
+    def rule(value: Any, path: str) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f'{path} must be an integer, got {value!r}')
+        if value < low:
+            raise ConfigError(f'{path} must be >= {low}, got {value}')
+        if below is not None and value >= below:
+            raise ConfigError(f'{path} must be < {below}, got {value}')
+    return _bad(rule, low - 1, *([-1] if low - 1 > -1 else []), 1.5,
+                *([] if none_ok else [None]), *([below] if below is not None else []))
+
+
+def _int_or_off(low: int = 1, off: int = -1, meaning: str = 'off') -> Rule:
+    """An integer >= low, or `off` (mmengine's -1): zero is refused as ambiguous."""
+    def rule(value: Any, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f'{path} must be an integer, got {value!r}')
+        if value != off and value < low:
+            raise ConfigError(f'{path} must be >= {low}, or {off} for {meaning}; got {value}')
+    return _bad(rule, 0, off - 1, 1.5)
+
+
+def _join(path: str, key: Any) -> str:
+    return f'{path}.{key}' if path else str(key)
+
+
+def _hint(name: Any, candidates: Iterable[str], path: str = '') -> str:
+    candidates, name = sorted(map(str, candidates)), str(name)
+    close = difflib.get_close_matches(name, candidates, n=1) or [  # 'Wandb' -> 'WandbVisBackend'
+        c for c in candidates if name and c.lower().startswith(name.lower())][:1]
+    return f' (did you mean {_join(path, close[0])!r}?)' if close else ''
+
+
+def _one_of(choices: tuple, noun: str = 'value') -> Rule:
+    def rule(value: Any, path: str) -> None:
+        if value not in choices:
+            raise ConfigError(f'{path}: unknown {noun} {value!r}{_hint(value, map(str, choices))}; '
+                              f"valid: {', '.join(map(str, choices))}")
+    return _bad(rule, NOT_A_CHOICE)
+
+
+def _dict(value: Any, path: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(f'{path} must be a dict, got {value!r}')
+
+
+_bad(_dict, 'x', [1])
+
+
+def _flag(value: Any, path: str) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f'{path} must be True or False, got {value!r}')
+
+
+_bad(_flag, 'maybe', 2)
+
+
+def _optional(rule: Rule) -> Rule:
+    """None, or what `rule` takes."""
+    def optional(value: Any, path: str) -> None:
+        if value is not None:
+            rule(value, path)
+    return _bad(optional, *[v for v in rule.bad if v is not None])  # type: ignore[attr-defined]
+
+
+def _list_of(rule: Rule, min_len: int = 1, length: Optional[int] = None,
+             increasing: bool = False) -> Rule:
+    """A list or tuple (of `length` items, or at least min_len) each passing `rule`."""
+    def many(value: Any, path: str) -> None:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f'{path} must be a list, got {value!r}')
+        if (length is not None and len(value) != length) or len(value) < min_len:
+            raise ConfigError(f'{path} must have {length or f"at least {min_len}"} item(s), '
+                              f'got {len(value)}')
+        for i, item in enumerate(value):
+            rule(item, f'{path}.{i}')
+        if increasing and list(value) != sorted(set(value)):
+            raise ConfigError(f'{path} must be strictly increasing, got {list(value)}')
+    first_bad = [b for b in rule.bad if b is not None][:1]  # type: ignore[attr-defined]
+    return _bad(many, 'x', *([[]] if (length or min_len) else []),
+                *([[*first_bad] * (length or 1)] if first_bad else []))
+
+
+def _regex(value: Any, path: str) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(f'{path} must be a regular expression string, got {value!r}')
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise ConfigError(f'{path} is not a valid regular expression ({err})') from None
+
+
+_bad(_regex, '(', 3)
+
+
+# --- table entries that are no range ----------------------------------------------------------
+
+class Free:
+    """Any value of the annotated type is fine; `why` says why (the table's documentation)."""
+    bad: tuple = ()
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __call__(self, value: Any, path: str) -> None:
+        return None
+
+
+class Section(Free):
+    """A dict checked as a section of its own (by the function `why` names)."""
+
+
+class Supplied(Free):
+    """Set by mmengine or the suite (`why` says who), so a config may not give it."""
+    bad = ('x',)
+
+
+class Extra:
+    """A key read by mmengine around the constructor (not a parameter), with its own rule."""
+
+    def __init__(self, rule: Rule, why: str) -> None:
+        self.rule, self.why = rule, why
+        self.bad = getattr(rule, 'bad', ())
+
+    def __call__(self, value: Any, path: str) -> None:
+        self.rule(value, path)
