@@ -209,7 +209,16 @@ def _view_rule(names: Tuple[str, ...]) -> Rule:
 
 
 _view = _view_rule(VIEW_NAMES)
-DEVICE_VIEW = _view_rule(tuple(PRESETS))  # GPUViewPreprocessor draws the contrastive presets
+
+
+def _device_view(value: Any, path: str) -> None:
+    """GPUViewPreprocessor's view: the ranges of a preset's overrides; names and keys are
+    check_view_pairing's (view_spec's messages say what the device can draw)."""
+    if isinstance(value, dict) and value.get('name') in PRESETS:
+        table = fields_of(VIEW_TRANSFORMS[value['name']])
+        for key, item in value.items():
+            if key in table and not isinstance(table[key], Supplied):
+                table[key](item, _join(path, key))
 
 
 # --- sections --------------------------------------------------------------------------------
@@ -220,7 +229,7 @@ def _check_model(model: Any, path: str) -> None:
         _check_kwargs(model['backbone'], build_resnet, f'{path}.backbone')
     if isinstance(model.get('data_preprocessor'), dict):
         _check_component(model['data_preprocessor'], MODELS, f'{path}.data_preprocessor',
-                         dict(view=DEVICE_VIEW), default_type='BaseDataPreprocessor')
+                         dict(view=_device_view), default_type='BaseDataPreprocessor')
 
 
 def _check_loader(loader: Any, path: str) -> None:
@@ -249,7 +258,7 @@ def _check_train_loop(loop: Any, path: str) -> None:
     """Runner.build_train_loop: `type`, or `by_epoch` choosing the epoch or iteration loop."""
     _require_dict(loop, path)
     if 'type' in loop and 'by_epoch' in loop:
-        raise ConfigError(f'{path}: give type or by_epoch, not both')
+        raise ConfigError(f'{path}.by_epoch: give type or by_epoch, not both')
     if 'type' not in loop and 'by_epoch' not in loop:
         raise ConfigError(f'{path}.type: missing (or by_epoch)')
     default = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'

@@ -17,7 +17,7 @@ Keys are qualified names (``module.QualName``), so this table imports none of th
 from typing import Any, Dict
 
 from benchmark.data.base import BAD_DATA
-from benchmark.engine.config_rules import (ConfigError, Extra, Free, Rule, Section, Supplied,
+from benchmark.engine.config_rules import (Closed, ConfigError, Extra, Free, Rule, Section, Supplied,
                                            _bad, _dict, _flag, _int_at_least, _int_or_off, _list_of,
                                            _momentum, _non_negative, _number_in,
                                            _one_of, _optional, _positive, _probability, _regex)
@@ -80,7 +80,8 @@ def _custom_log(value: Any, path: str) -> None:
     """LogProcessor.custom_cfg: dict(data_src=..., method_name=mean|min|max|current, ...)."""
     if value is None:
         return
-    _list_of(lambda item, p: None, min_len=0)(value, path)
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f'{path} must be a list of dicts, got {value!r}')
     for i, item in enumerate(value):
         if not isinstance(item, dict) or 'data_src' not in item:
             raise ConfigError(f'{path}.{i} must be a dict with data_src, got {item!r}')
@@ -99,10 +100,13 @@ def _priority(value: Any, path: str) -> None:
     _int_at_least(0, below=101)(value, path)
 
 
-def _signal_names(value: Any, path: str) -> None:
+def _signal_name(value: Any, path: str) -> None:
     import signal
-    names = tuple(s.name for s in signal.Signals)
-    _list_of(_one_of(names, 'signal'))(value, path)
+    _one_of(tuple(s.name for s in signal.Signals), 'signal')(value, path)
+
+
+def _signal_names(value: Any, path: str) -> None:
+    _list_of(_signal_name)(value, path)
 
 
 def _checkpoint_file(value: Any, path: str) -> None:
@@ -139,6 +143,7 @@ _bad(_clip_grad, 'x', {}, dict(max_norm=0), dict(type='value'), dict(type='sum',
 _bad(_paramwise, 'x', dict(bias_decay_mult=-1), dict(custom_keys=dict(head=dict(lr_mult=-1))))
 _bad(_custom_log, 'x', [dict(data_src='loss', method_name='median')])
 _bad(_priority, 'SOMETIMES', 101, -1)
+_bad(_signal_name, 'SIGNOPE')
 _bad(_signal_names, ['SIGNOPE'], 'SIGTERM', [])
 _bad(_checkpoint_file, 3, '/no/such/checkpoint.pth')
 _bad(_template, 'epoch.pth')
@@ -169,6 +174,10 @@ OPTIMIZER = dict(  # torch.optim: keys shared by SGD, Adam, AdamW
     lr=_positive, weight_decay=_non_negative, maximize=_flag, foreach=MAYBE_FLAG,
     differentiable=_flag, fused=MAYBE_FLAG)
 ADAM = dict(betas=_list_of(_momentum, length=2), eps=_positive, amsgrad=_flag, capturable=_flag)
+DATA = dict(  # every dataset: where, and which split
+    data_root=Free('a folder; the data pre-flight (launch.check_data) names it if it is missing '
+                   'or malformed, right after the config and before any image'),
+    split=_one_of(SPLITS))
 HOOK_INTERVAL = _int_or_off(meaning='no periodic checkpoint (save_last still saves the last)')
 
 FIELDS: Dict[str, Dict[str, Rule]] = {
@@ -244,7 +253,8 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
     'mmengine.model.base_model.data_preprocessor.BaseDataPreprocessor': dict(
         non_blocking=_flag),
     'benchmark.data.gpu_views.GPUViewPreprocessor': dict(
-        view=Section('config_check._view (a device preset)'), input_size=_optional(_int_at_least(8)),
+        view=Section('config_check._device_view and check_view_pairing',
+                     bad=('bogus', dict(name='linear_train'), dict(name='mocov2', min_scale=0))), input_size=_optional(_int_at_least(8)),
         normalize=Free("dict(mean=[3 numbers], std=[3 numbers]) or None; the view preset's "
                        "default is ImageNet's"),
         num_views=SIZE, chunk_size=_optional(SIZE)),
@@ -266,10 +276,12 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         num_batch_per_epoch=Extra(SIZE, 'Runner.build_dataloader (a shorter epoch)'),
         disable_subprocess_warning=Extra(_flag, 'Runner.build_dataloader')),
     'benchmark.data.base._ImageDataset': dict(
-        data_root=Free('a folder; the data pre-flight (launch.check_data) names it if it is '
-                       'missing or malformed, right after the config and before any image'),
-        split=_one_of(SPLITS), input_size=_int_at_least(8),
-        view=Section('config_check._view'), bad_data=_one_of(BAD_DATA, 'policy')),
+        input_size=_int_at_least(8),
+        view=Section('config_check._view', bad=('bogus', dict(name='bogus'),
+                                                dict(name='mocov2', min_scale=0)))),
+    'benchmark.data.image_files._FolderDataset': dict(DATA, bad_data=_one_of(BAD_DATA, 'policy')),
+    'benchmark.data.arrays.CIFAR10': DATA,
+    'benchmark.data.arrays.Digits': DATA,
     'benchmark.data.sampler.ResumableSampler': dict(
         dataset=Supplied('Runner.build_dataloader'), shuffle=_flag, seed=SEED, round_up=_flag),
     'mmengine.dataset.sampler.DefaultSampler': dict(
@@ -277,8 +289,8 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
     'mmengine.dataset.utils.default_collate': dict(data_batch=Supplied('the DataLoader')),
     'mmengine.dataset.utils.pseudo_collate': dict(data_batch=Supplied('the DataLoader')),
     # -- loops
-    'mmengine.runner.base_loop.BaseLoop': dict(runner=Supplied('Runner'),
-                                               dataloader=Supplied('Runner')),
+    'mmengine.runner.base_loop.BaseLoop': dict(runner=Supplied('Runner.build_*_loop'),
+                                               dataloader=Supplied('Runner.build_*_loop')),
     'mmengine.runner.loops.EpochBasedTrainLoop': dict(
         max_epochs=SIZE, val_begin=SIZE, val_interval=SIZE,
         dynamic_intervals=_optional(_list_of(_list_of(SIZE, length=2), min_len=0)),
@@ -287,8 +299,9 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         max_iters=SIZE, val_begin=SIZE, val_interval=SIZE,
         dynamic_intervals=_optional(_list_of(_list_of(SIZE, length=2), min_len=0)),
         by_epoch=Extra(_flag, 'Runner.build_train_loop (in place of type)')),
-    'mmengine.runner.loops.ValLoop': dict(evaluator=Supplied('Runner'), fp16=_flag),
-    'mmengine.runner.loops.TestLoop': dict(evaluator=Supplied('Runner'), fp16=_flag),
+    'mmengine.runner.loops.ValLoop': dict(evaluator=Supplied('Runner.build_val_loop'), fp16=_flag),
+    'mmengine.runner.loops.TestLoop': dict(evaluator=Supplied('Runner.build_test_loop'),
+                                           fp16=_flag),
     # -- optimizer and schedule
     'mmengine.optim.optimizer.optimizer_wrapper.OptimWrapper': dict(
         optimizer=Section('the OPTIMIZERS registry'), accumulative_counts=SIZE,
@@ -334,12 +347,17 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         less_keys=Free('metric names where less is better'),
         file_client_args=STORAGE, filename_tmpl=_template, backend_args=STORAGE,
         published_keys=Free('checkpoint keys to keep in a published copy'),
-        save_begin=COUNT),
+        save_begin=COUNT, **{'**': Closed('they go to Runner.save_checkpoint, which takes no '
+                                          'keyword but those the hook passes')}),
     'benchmark.engine.checkpoint_hook.SafeCheckpointHook': dict(iter_interval=COUNT),
     'benchmark.evaluation.knn_monitor.KNNMonitorHook': dict(
         interval=SIZE, num_train=SIZE, num_test=SIZE, k=SIZE, temperature=_positive, seed=SEED,
         batch_size=SIZE, num_workers=COUNT),
     'benchmark.engine.preemption.PreemptionHook': dict(signals=_signal_names),
+    'benchmark.harness.fault_hooks.KillHook': dict(  # the fault campaign's
+        at_iter=_optional(SIZE), during_save=_optional(SIZE), delay_s=_non_negative,
+        during_eval=_flag, rank=COUNT, signal_at_iter=_optional(SIZE), sig=_signal_name),
+    'benchmark.harness.fault_hooks.PoisonHook': dict(at_iter=SIZE, rank=COUNT),
     # -- evaluation, logging, visualisation
     'mmengine.evaluator.evaluator.Evaluator': dict(metrics=Section('the METRICS registry')),
     'mmengine.evaluator.metric.BaseMetric': dict(
@@ -355,7 +373,8 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         fig_save_cfg=Free('matplotlib figure arguments'),
         fig_show_cfg=Free('matplotlib figure arguments')),
     'mmengine.visualization.vis_backend.BaseVisBackend': dict(
-        save_dir=Supplied('the Visualizer'), name=Extra(TEXT, 'the Visualizer')),
+        save_dir=Free("a folder (default: the Visualizer's, in the run's log folder)"),
+        name=Extra(TEXT, 'the Visualizer')),
     'mmengine.visualization.vis_backend.LocalVisBackend': dict(
         img_save_dir=TEXT, config_save_file=TEXT, scalar_save_file=TEXT),
     'mmengine.visualization.vis_backend.WandbVisBackend': dict(

@@ -181,11 +181,13 @@ _bad(_regex, '(', 3)
 # --- table entries that are no range ----------------------------------------------------------
 
 class Free:
-    """Any value of the annotated type is fine; `why` says why (the table's documentation)."""
+    """Any value of the annotated type is fine; `why` says why (the table's documentation).
+    `bad`: values another check refuses (a `Section`'s own check), for the generated tests."""
     bad: tuple = ()
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, bad: tuple = ()) -> None:
         self.why = why
+        self.bad = bad or type(self).bad
 
     def __call__(self, value: Any, path: str) -> None:
         return None
@@ -193,6 +195,11 @@ class Free:
 
 class Section(Free):
     """A dict checked as a section of its own (by the function `why` names)."""
+
+
+class Closed(Free):
+    """Under the key '**': the type's **kwargs lead nowhere a config may go (unknown keys are
+    errors although the signature is open)."""
 
 
 class Supplied(Free):

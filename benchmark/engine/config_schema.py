@@ -128,6 +128,7 @@ def _check_kwargs(section: Any, obj: Any, path: str, rules: Optional[Dict[str, R
     if skip_first and params:  # `self` of an unbound method, the data of a collate_fn
         params.pop(next(iter(params)))
     table = fields_of(obj)
+    open_ended = open_ended and '**' not in table  # config_rules.Closed
     supplied = {*supplied, *(k for k, r in table.items() if isinstance(r, Supplied))}
     extra = {*extra, *(k for k, r in table.items() if isinstance(r, Extra))}
     if not open_ended:
@@ -135,7 +136,7 @@ def _check_kwargs(section: Any, obj: Any, path: str, rules: Optional[Dict[str, R
     rest = table.get('*')
     for key, value in section.items():
         rule = (rules or {}).get(key) or table.get(key) or (rest if key in params else None)
-        if rule is not None and key not in ('type', '_scope_'):
+        if rule is not None and key not in ('type', '_scope_', '**'):
             rule(value, _join(path, key))
     _check_types(section, params, path)
 

@@ -60,6 +60,7 @@ def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, bat
     text = (f"_base_ = [{str(base)!r}]\n"
             f"custom_imports = dict(imports={IMPORTS!r}, allow_failed_imports=False)\n"
             f"train_dataloader = dict(batch_size={batch}, num_workers={workers}, "
+            f"persistent_workers={workers > 0}, "
             f"dataset=dict(data_root={data_root!r}, input_size=32{', ' + dataset if dataset else ''}))\n"
             f"train_cfg = dict(max_epochs={epochs})\n{queue}"
             f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict("
