@@ -24,7 +24,8 @@ from benchmark.reports.run_report import write_run_report  # noqa: E402
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('config', type=existing_file, help='the pretraining config of the checkpoint')
+    parser.add_argument('config', type=existing_file,
+                        help='the pretraining config of the checkpoint')
     parser.add_argument('checkpoint', type=lambda t: t if t == 'random' else existing_file(t),
                         help="checkpoint file, or 'random' for a random init")
     parser.add_argument('--protocols', nargs='+', default=list(DEFAULT_PROTOCOLS),

@@ -8,7 +8,9 @@ checked as a section of its own, or read by mmengine around the constructor.
 """
 import difflib
 import math
+import os.path as osp
 import re
+import signal
 from typing import Any, Callable, Iterable, Optional
 
 Rule = Callable[[Any, str], None]
@@ -176,6 +178,122 @@ def _regex(value: Any, path: str) -> None:
 
 
 _bad(_regex, '(', 3)
+
+
+# --- rules of particular fields (config_fields names them) ---------------------------------
+
+def _loss_scale(value: Any, path: str) -> None:
+    if value == 'dynamic' or isinstance(value, dict):
+        return
+    if not isinstance(value, float):  # mmengine's AmpOptimWrapper takes floats, not ints
+        raise ConfigError(f"{path} must be 'dynamic', a float > 0 or a dict of GradScaler "
+                          f'arguments, got {value!r}')
+    _positive(value, path)
+
+
+def _clip_grad(value: Any, path: str) -> None:
+    """None, or dict(type='norm', max_norm=...) / dict(type='value', clip_value=...)."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(f'{path} must be None or a dict such as dict(max_norm=1.0), '
+                          f'got {value!r}')
+    kind = value.get('type', 'norm')
+    _one_of(('norm', 'value'), 'clip type')(kind, f'{path}.type')
+    needed = 'max_norm' if kind == 'norm' else 'clip_value'
+    if needed not in value:
+        raise ConfigError(f'{path}.{needed}: missing (clip type {kind!r})')
+    _positive(value[needed], f'{path}.{needed}')
+    if 'norm_type' in value:
+        _positive(value['norm_type'], f'{path}.norm_type')
+
+
+def _paramwise(value: Any, path: str) -> None:
+    """DefaultOptimWrapperConstructor's multipliers: numbers >= 0, custom_keys of the same."""
+    if not isinstance(value, dict):
+        raise ConfigError(f'{path} must be a dict, got {value!r}')
+    for key, item in value.items():
+        if key == 'bypass_duplicate':
+            _flag(item, f'{path}.{key}')
+        elif key == 'custom_keys':
+            for name, mults in (item or {}).items():
+                for mult, number in (mults or {}).items():
+                    _non_negative(number, f'{path}.custom_keys.{name}.{mult}')
+        else:
+            _non_negative(item, f'{path}.{key}')
+
+
+def _custom_log(value: Any, path: str) -> None:
+    """LogProcessor.custom_cfg: dict(data_src=..., method_name=mean|min|max|current, ...)."""
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f'{path} must be a list of dicts, got {value!r}')
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or 'data_src' not in item:
+            raise ConfigError(f'{path}.{i} must be a dict with data_src, got {item!r}')
+        _one_of(('mean', 'min', 'max', 'current'), 'method')(item.get('method_name', 'current'),
+                                                             f'{path}.{i}.method_name')
+        window = item.get('window_size')
+        if window is not None and window not in ('epoch', 'global'):
+            _int_at_least(1)(window, f'{path}.{i}.window_size')
+
+
+def _priority(value: Any, path: str) -> None:
+    names = ('HIGHEST', 'VERY_HIGH', 'HIGH', 'ABOVE_NORMAL', 'NORMAL', 'BELOW_NORMAL', 'LOW',
+             'VERY_LOW', 'LOWEST')
+    if isinstance(value, str):
+        return _one_of(names, 'priority')(value, path)
+    _int_at_least(0, below=101)(value, path)
+
+
+def _signal_name(value: Any, path: str) -> None:
+    _one_of(tuple(s.name for s in signal.Signals), 'signal')(value, path)
+
+
+def _signal_names(value: Any, path: str) -> None:
+    _list_of(_signal_name)(value, path)
+
+
+def _checkpoint_file(value: Any, path: str) -> None:
+    """None, or a checkpoint file that exists (a stat: the file is read when training starts)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ConfigError(f'{path} must be a checkpoint path or None, got {value!r}')
+    if not osp.isfile(value):
+        raise ConfigError(f'{path}: checkpoint {value} not found')
+
+
+def _no_loader_shuffle(value: Any, path: str) -> None:
+    """torch refuses shuffle=True beside a sampler, and mmengine always builds one."""
+    _flag(value, path)
+    if value:
+        raise ConfigError(f'{path}=True: the sampler shuffles; set '
+                          f'{path.rpartition(".")[0]}.sampler.shuffle=True instead')
+
+
+def _text(value: Any, path: str) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(f'{path} must be a string, got {value!r}')
+
+
+def _template(value: Any, path: str) -> None:
+    if value is not None and (not isinstance(value, str) or '{}' not in value):
+        raise ConfigError(f"{path} must hold '{{}}' for the epoch or iteration, got {value!r}")
+
+
+_bad(_loss_scale, 0.0, -1.0, 1, 'static')
+_bad(_clip_grad, 'x', {}, dict(max_norm=0), dict(type='value'), dict(type='sum', max_norm=1))
+_bad(_paramwise, 'x', dict(bias_decay_mult=-1), dict(custom_keys=dict(head=dict(lr_mult=-1))))
+_bad(_custom_log, 'x', [dict(data_src='loss', method_name='median')])
+_bad(_priority, 'SOMETIMES', 101, -1)
+_bad(_signal_name, 'SIGNOPE')
+_bad(_signal_names, ['SIGNOPE'], 'SIGTERM', [])
+_bad(_checkpoint_file, 3, '/no/such/checkpoint.pth')
+_bad(_template, 'epoch.pth')
+_bad(_no_loader_shuffle, True, 'x')
+_bad(_text, 3)
 
 
 # --- table entries that are no range ----------------------------------------------------------
