@@ -133,6 +133,51 @@ BAD = [
     ('linear_r18_tiny.py', 'val_evaluator.type=LinearAcc', 'val_evaluator.type',
      "'LinearAccuracy'"),
     ('mixco_r18_tiny.py', 'param_scheduler.5.eta_min=0', '--cfg-options', 'Index 5'),
+    # issue 11: values that make a run empty
+    ('mixco_r18_tiny.py', 'default_hooks.checkpoint.interval=0', 'default_hooks.checkpoint.interval',
+     'or -1 for no periodic checkpoint'),
+    ('mixco_r18_tiny.py', 'default_hooks.checkpoint.max_keep_ckpts=0',
+     'default_hooks.checkpoint.max_keep_ckpts', '>= 1, or -1'),
+    ('mixco_r18_tiny.py', 'default_hooks.logger.interval=0', 'default_hooks.logger.interval', '>= 1'),
+    ('mixco_r18_tiny.py', 'custom_hooks.1.interval=0', 'custom_hooks.1.interval', '>= 1'),
+    ('mixco_r18_tiny.py', 'train_dataloader.num_batch_per_epoch=0',
+     'train_dataloader.num_batch_per_epoch', '>= 1'),
+    ('linear_r18_tiny.py', 'train_cfg.val_interval=0', 'train_cfg.val_interval', '>= 1'),
+    ('mixco_r18_tiny.py', 'train_cfg.max_epochs=-3', 'train_cfg.max_epochs', '>= 1'),
+    ('mixco_r18_tiny.py', 'param_scheduler.0.T_max=0', 'param_scheduler.0.T_max', '>= 1'),
+    ('mixco_r18_tiny.py', 'default_hooks.checkpoint.intervall=1',
+     'default_hooks.checkpoint.intervall', "did you mean 'default_hooks.checkpoint.interval'"),
+    # issue 11: NaN or infinity anywhere a number is expected
+    ('mixco_r18_tiny.py', 'model.temperature=nan', 'model.temperature', 'finite number, got nan'),
+    ('mixco_r18_tiny.py', 'optim_wrapper.optimizer.lr=inf', 'optim_wrapper.optimizer.lr',
+     'finite number, got inf'),
+    ('mixco_r18_tiny.py', 'param_scheduler.0.eta_min=-inf', 'param_scheduler.0.eta_min',
+     'finite number, got -inf'),
+    ('mixco_r18_tiny.py', 'custom_hooks.1.temperature=nan', 'custom_hooks.1.temperature', 'finite'),
+    ('mixco_r18_tiny.py', 'model.mix_weight=1e999', 'model.mix_weight', 'finite number, got inf'),
+    ('mixco_r18_digits.py', 'train_dataloader.dataset.view.min_scale=nan',
+     'train_dataloader.dataset.view.min_scale', 'finite'),
+    ('mixco_r18_tiny.py', 'param_scheduler.0.eta_min=[0,nan]', 'param_scheduler.0.eta_min.1',
+     'finite number, got nan'),
+    # issue 11: every field has a range (a few of the table's; test_config_fields has them all)
+    ('mixco_r18_tiny.py', 'launcher=pytorh', 'launcher', "did you mean 'pytorch'"),
+    ('mixco_r18_tiny.py', 'log_level=INFORMATION', 'log_level', 'unknown log level'),
+    ('mixco_r18_tiny.py', 'load_from=/no/such/file.pth', 'load_from', 'not found'),
+    ('mixco_r18_tiny.py', 'env_cfg.mp_cfg.mp_start_method=forks', 'env_cfg.mp_cfg.mp_start_method',
+     "did you mean 'fork'"),
+    ('mixco_r18_tiny.py', 'randomness.seed=-1', 'randomness.seed', '>= 0'),
+    ('mixco_r18_tiny.py', 'randomness.seed=4294967296', 'randomness.seed', '< 4294967296'),
+    ('mixco_r18_tiny.py', 'train_dataloader.shuffle=True', 'train_dataloader.shuffle',
+     'train_dataloader.sampler.shuffle=True instead'),
+    ('mixco_r18_tiny.py', 'optim_wrapper.optimizer.momentum=1.0', 'optim_wrapper.optimizer.momentum',
+     '[0, 1)'),
+    ('mixco_r18_tiny.py', 'optim_wrapper.clip_grad.max_norm=0', 'optim_wrapper.clip_grad.max_norm',
+     '> 0'),
+    ('mixco_r18_tiny.py', 'custom_hooks.3.signals=[SIGTREM]', 'custom_hooks.3.signals.0',
+     "did you mean 'SIGTERM'"),
+    ('mixco_r18_tiny.py', 'custom_hooks.0.priority=SOMETIMES', 'custom_hooks.0.priority',
+     'unknown priority'),
+    ('mixco_r18_tiny.py', 'default_hooks.timer.foo=1', 'default_hooks.timer.foo', 'unknown key'),
 ]
 
 
@@ -162,6 +207,54 @@ def test_valid_variants_pass():
         cfg = load(name)
         merge_options(cfg, options)
         validate_config(cfg)
+
+
+@pytest.mark.parametrize('world_size, batch, queue, ok', [
+    (1, 64, 64, True), (2, 32, 64, True), (2, 32, 63, False), (4, 8, 16, False), (1, 8, 7, False)])
+def test_queue_holds_the_total_batch_of_all_processes(world_size, batch, queue, ok):
+    """queue_size >= processes x per-process batch, known before training (issue 11)."""
+    for name in ('mocov2_r18_tiny.py', 'mixco_r18_tiny.py', 'imix_r18_tiny.py', 'mochi_r18_tiny.py',
+                 'unmix_r18_tiny.py'):
+        cfg = load(name)
+        merge_options(cfg, {'train_dataloader.batch_size': batch, 'model.queue_size': queue})
+        if ok:
+            validate_config(cfg, world_size=world_size)
+            continue
+        with pytest.raises(ConfigError) as err:
+            validate_config(cfg, world_size=world_size)
+        assert str(err.value) == (
+            f'model.queue_size ({queue}) must be >= the total batch, {world_size} process(es) x '
+            f'train_dataloader.batch_size {batch} = {world_size * batch}; raise model.queue_size '
+            'or lower the batch'), name
+
+
+def test_queue_check_reads_torchrun_world_size_and_uses_the_default_queue(monkeypatch):
+    cfg = load('mocov2_r18_tiny.py')
+    merge_options(cfg, {'model.queue_size': 100, 'train_dataloader.batch_size': 64})
+    validate_config(cfg)  # one process
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    with pytest.raises(ConfigError, match=r'2 process\(es\) x train_dataloader.batch_size 64 = 128'):
+        validate_config(cfg)
+    del cfg.model['queue_size']  # MoCo's default K = 65536 holds any batch here
+    validate_config(cfg)
+    simclr = load('simclr_r18_tiny.py')  # no queue: nothing to check
+    validate_config(simclr, world_size=1024)
+
+
+def test_persistent_workers_and_prefetch_need_workers():
+    cfg = load('mocov2_r18_tiny.py')
+    merge_options(cfg, {'train_dataloader.num_workers': 0})
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    assert str(err.value) == ('train_dataloader.persistent_workers=True needs '
+                              'train_dataloader.num_workers >= 1 (got 0); set '
+                              'persistent_workers=False')
+    merge_options(cfg, {'train_dataloader.persistent_workers': False,
+                        'train_dataloader.prefetch_factor': 2})
+    with pytest.raises(ConfigError, match=r'^train_dataloader.prefetch_factor=2 needs'):
+        validate_config(cfg)
+    merge_options(cfg, {'train_dataloader.prefetch_factor': None})
+    validate_config(cfg)
 
 
 def run_tool(tool: str, config: str, *options: str, env: dict) -> subprocess.CompletedProcess:
