@@ -30,3 +30,38 @@ def subprocess_env() -> dict:
                WANDB_MODE='disabled')
     env.pop('WANDB_API_KEY', None)
     return env
+
+
+class _RunsCode:
+    """Pickles as a call of os.system: what a malicious checkpoint holds (never called here)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f'touch {self.marker}',)
+
+
+@pytest.fixture
+def bad_checkpoints(tmp_path) -> dict:
+    """{kind: path} of checkpoints that must be refused: truncated, empty, text, a pickle that
+    asks for os.system (creating ``marker`` if it ever ran), a foreign plain pickle, a folder;
+    ``marker`` is the file that must never appear."""
+    import pickle
+
+    import torch
+    good = tmp_path / 'good.pth'
+    torch.save({'state_dict': {'backbone.conv1.weight': torch.zeros(64, 3, 7, 7)}, 'meta': {}},
+               good)
+    data = good.read_bytes()
+    marker = tmp_path / 'CODE_RAN'
+    paths = dict(truncated=tmp_path / 'truncated.pth', empty=tmp_path / 'empty.pth',
+                 text=tmp_path / 'notes.pth', forbidden=tmp_path / 'evil.pth',
+                 plain_pickle=tmp_path / 'plain.pkl', folder=tmp_path / 'a_folder.pth')
+    paths['truncated'].write_bytes(data[:len(data) // 2])
+    paths['empty'].write_bytes(b'')
+    paths['text'].write_text('these are my notes, not weights\n')
+    torch.save({'state_dict': {}, 'meta': _RunsCode(str(marker))}, paths['forbidden'])
+    paths['plain_pickle'].write_bytes(pickle.dumps({'weights': [1.0, 2.0]}, protocol=4))
+    paths['folder'].mkdir()
+    return dict({k: str(v) for k, v in paths.items()}, marker=str(marker))

@@ -15,6 +15,17 @@ PYTHON=${PYTHON:-python3}
 if [ -x "$ROOT/.venv/bin/python" ] && [ -z "${VIRTUAL_ENV:-}" ]; then PYTHON="$ROOT/.venv/bin/python"; fi
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
+for name in NUM_PROCS NNODES; do
+  if ! [[ "${!name}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: $name must be a positive integer, got '${!name}'" >&2
+    exit 2
+  fi
+done
+
+# The config is checked once, in one process, before any is started: a bad key or value is one
+# line and exit code 2 (torchrun would wrap the processes' errors in its own report).
+WORLD_SIZE=$((NNODES * NUM_PROCS)) PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
+  "$PYTHON" "$ROOT/tools/train.py" "$CONFIG" --check-only "$@" || exit $?
 if [ -z "${PORT:-}" ] && [ "$NNODES" = 1 ]; then  # one machine: any free port
   PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 fi

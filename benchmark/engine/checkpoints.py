@@ -75,14 +75,27 @@ def _load_reason(path: str) -> Tuple[Any, Optional[str]]:
         if name:
             return None, (f'refusing to load: it asks for {name}; only weights are loaded '
                           '(re-save it as a plain state dict)')
-        return None, f'not a torch checkpoint (its pickle is not plain weights: {_first_line(err)})'
-    except (EOFError, zipfile.BadZipFile) as err:
-        return None, f'empty or truncated ({type(err).__name__}); copy it again or pick another'
-    except RuntimeError as err:  # PytorchStreamReader: a zip archive cut short or damaged
-        return None, f'truncated or corrupt ({_first_line(err)}); copy it again or pick another'
-    except (KeyError, ValueError, TypeError, AttributeError, OSError) as err:
-        # the legacy (non-zip) reader on a text or foreign file
+        if not _torch_zip(path):
+            return None, ('not a torch checkpoint (its pickle is not plain weights: '
+                          f'{_first_line(err)})')
+        return None, _corrupt(err)
+    except Exception as err:  # noqa: BLE001 - torch's readers fail in a dozen ways on bad bytes
+        if osp.getsize(path) == 0:
+            return None, 'is empty; copy it again or pick another'
+        if _torch_zip(path) or isinstance(err, zipfile.BadZipFile):
+            return None, _corrupt(err)
         return None, f'not a torch checkpoint ({type(err).__name__}: {_first_line(err)})'
+
+
+def _torch_zip(path: str) -> bool:
+    """Whether the file starts as torch.save's zip archives do."""
+    with open(path, 'rb') as handle:
+        return handle.read(4) == b'PK\x03\x04'
+
+
+def _corrupt(err: BaseException) -> str:
+    return (f'truncated or corrupt ({type(err).__name__}: {_first_line(err)}); copy it again or '
+            'pick another')
 
 
 def read_checkpoint(path: str) -> Any:

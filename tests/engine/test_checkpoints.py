@@ -1,5 +1,6 @@
 """Backbones load strictly from our, the MixCo/MoCo authors' and torchvision's checkpoints."""
 import json
+import os
 import subprocess
 import sys
 
@@ -7,7 +8,8 @@ import pytest
 import torch
 from torchvision.models import resnet18
 
-from benchmark.engine.checkpoints import CheckpointMismatchError, load_backbone
+from benchmark.engine.checkpoints import (CheckpointError, CheckpointMismatchError, load_backbone,
+                                          loadable, read_checkpoint)
 from methods import MoCo, build_resnet
 from tests.conftest import ROOT
 
@@ -110,3 +112,56 @@ def test_eval_tool_transfer_to_cifar(tmp_path, subprocess_env):
     record = json.loads(next((tmp_path / 'runs').glob('*.json')).read_text())
     assert (record['pretrain_data'], record['eval_data']) == ('tiny-imagenet', 'cifar10')
     assert set(record['protocols']) == {'knn', 'linear_fast'}
+
+
+# --- issue 11: every way a checkpoint file can be bad is one CheckpointError line -------------
+
+BAD_REASONS = {
+    'truncated': 'truncated or corrupt (',
+    'empty': 'is empty; copy it again or pick another',
+    'text': 'not a torch checkpoint (',
+    'forbidden': 'refusing to load: it asks for posix.system; only weights are loaded',
+    'plain_pickle': 'not a torch checkpoint (its pickle is not plain weights',
+    'folder': 'is a folder; pass a .pth file inside it',
+}
+
+
+@pytest.mark.parametrize('kind', sorted(BAD_REASONS))
+def test_bad_checkpoint_files_are_one_line_naming_the_file(kind, bad_checkpoints):
+    path = bad_checkpoints[kind]
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(path)
+    message = str(err.value)
+    assert '\n' not in message and message.startswith(f'checkpoint {path}: '), message
+    assert BAD_REASONS[kind] in message, message
+    assert loadable(path).startswith(BAD_REASONS[kind].split(' (')[0])
+    with pytest.raises(CheckpointError, match=f'^checkpoint {path}: '):
+        load_backbone(build_resnet(18), path)
+    assert not os.path.exists(bad_checkpoints['marker'])  # the pickle's os.system never ran
+
+
+class Foreign:
+    """A class no weights-only checkpoint may name."""
+
+
+def test_forbidden_global_is_named_whatever_it_is(tmp_path):
+    torch.save({'state_dict': {}, 'meta': Foreign()}, tmp_path / 'foreign.pth')
+    with pytest.raises(CheckpointError,
+                       match=r'it asks for [\w.]*test_checkpoints\.Foreign; only weights'):
+        read_checkpoint(str(tmp_path / 'foreign.pth'))
+
+
+def test_missing_file_and_mismatch_name_the_file(tmp_path):
+    with pytest.raises(CheckpointError, match=f'^checkpoint {tmp_path}/nope.pth: not found$'):
+        read_checkpoint(str(tmp_path / 'nope.pth'))
+    torch.save(resnet18().state_dict(), tmp_path / 'r18.pth')
+    with pytest.raises(CheckpointMismatchError) as err:
+        load_backbone(build_resnet(50), str(tmp_path / 'r18.pth'))
+    assert str(err.value).startswith(f'checkpoint {tmp_path}/r18.pth: checkpoint does not fit')
+    assert isinstance(err.value, CheckpointError) and isinstance(err.value, ValueError)
+    assert err.value.reason.startswith('checkpoint does not fit the backbone')
+
+
+def test_good_checkpoint_reads_and_is_loadable(bad_checkpoints):
+    good = bad_checkpoints['truncated'].replace('truncated.pth', 'good.pth')
+    assert set(read_checkpoint(good)) == {'state_dict', 'meta'} and loadable(good) is None
