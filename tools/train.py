@@ -6,7 +6,6 @@ Several:       tools/dist_train.sh configs/mixco_r18_tiny.py 2   (torchrun; GPUs
 import argparse
 import os.path as osp
 import sys
-from typing import Optional
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
@@ -14,6 +13,7 @@ from mmengine.runner import Runner  # noqa: E402
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
 from benchmark import dist  # noqa: E402
+from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
 from benchmark.engine.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
@@ -59,7 +59,10 @@ def build_runner(args: argparse.Namespace) -> tuple:
     if warning and dist.is_main():
         print(warning, file=sys.stderr)
     setup_cpu_distributed(cfg, args.launcher)
-    return Runner.from_cfg(cfg), identity
+    runner = Runner.from_cfg(cfg)
+    if cfg.resume and cfg.load_from:  # the model exists, the data does not yet
+        check_resume_fits(runner.model, cfg.load_from)
+    return runner, identity
 
 
 def main(argv=None) -> int:
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
     allow_mmengine_checkpoints()
     try:
         runner, identity = build_runner(args)
-    except (ValueError, OSError, TypeError, KeyError) as err:  # DataRootError is an OSError
+    except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:
             raise
         message = one_line(err)

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from benchmark.dist import unwrap
 from benchmark.engine.compat import allow_mmengine_checkpoints
 from benchmark.layout import LAST_CHECKPOINT
 
@@ -159,6 +160,17 @@ def load_backbone(model: nn.Module, path: str) -> str:
         raise CheckpointMismatchError(err.reason, path) from None
     model.load_state_dict(state, strict=True)
     return layout
+
+
+def check_resume_fits(model: nn.Module, path: str) -> None:
+    """Raise CheckpointMismatchError (one line, naming the file) unless the training checkpoint
+    `path` holds every tensor of `model` in its shape: mmengine would load it non-strictly and
+    fail at the optimizer, or train from a half-random model, once the data is built."""
+    state = read_checkpoint(path).get('state_dict', {})
+    try:
+        check_fits(unwrap(model), state)
+    except CheckpointMismatchError as err:
+        raise CheckpointMismatchError(err.reason.replace('the backbone', 'the model'), path) from None
 
 
 def checkpoint_meta(path: str) -> dict:

@@ -165,3 +165,18 @@ def test_missing_file_and_mismatch_name_the_file(tmp_path):
 def test_good_checkpoint_reads_and_is_loadable(bad_checkpoints):
     good = bad_checkpoints['truncated'].replace('truncated.pth', 'good.pth')
     assert set(read_checkpoint(good)) == {'state_dict', 'meta'} and loadable(good) is None
+
+
+def test_resume_checkpoint_must_fit_the_whole_model(tmp_path):
+    """--resume: every tensor of the model in its shape, or one line before the data is built."""
+    from benchmark.engine.checkpoints import check_resume_fits
+    model = MoCo(backbone=dict(depth=18), queue_size=16)
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp_path / 'ours.pth')
+    check_resume_fits(model, str(tmp_path / 'ours.pth'))
+    other = MoCo(backbone=dict(depth=18), queue_size=32)
+    with pytest.raises(CheckpointMismatchError) as err:
+        check_resume_fits(other, str(tmp_path / 'ours.pth'))
+    assert str(err.value) == (
+        f'checkpoint {tmp_path}/ours.pth: checkpoint does not fit the model: 0 missing keys [], '
+        "0 unexpected keys []; first shape mismatch queue: checkpoint (16, 128) vs model "
+        "(32, 128); check the config (depth, small_stem) matches the checkpoint")
