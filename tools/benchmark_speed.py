@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
 
 from benchmark.engine.cli import (ArgumentParser, non_negative_int, output_dir,  # noqa: E402
-                                  output_file, positive_int, run_tool)
+                                  output_file, run_tool)
 from benchmark.harness.speed import HEADLINE, PARTS, run  # noqa: E402
 from benchmark.harness.speed_pipeline import PAPER_GRID, config_settings  # noqa: E402
 from benchmark.harness.speed_report import markdown  # noqa: E402
@@ -35,29 +35,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--paper', action='store_true', help='ResNet-18, 224 px, batch 128, 20,000 '
                    'images, one epoch per configuration of ' + ' '.join(PAPER_GRID))
     p.add_argument('--depth', type=int, choices=[18, 34, 50])
-    p.add_argument('--input-size', type=positive_int, help=f'pixels (default {d.input_size})')
-    p.add_argument('--batch', type=positive_int, help=f'images per step, per process ({d.batch})')
+    p.add_argument('--input-size', type=int, help=f'pixels (default {d.input_size})')
+    p.add_argument('--batch', type=int, help=f'images per step, per process ({d.batch})')
     p.add_argument('--small-stem', action='store_true', default=None, help='3x3 stem, no pool')
-    p.add_argument('--images', type=positive_int, help='training images of the generated folder '
+    p.add_argument('--images', type=int, help='training images of the generated folder '
                    '(default: what the parts need)')
     p.add_argument('--data-dir', help='keep the generated folder here and reuse it')
     p.add_argument('--configs', nargs='+', help='pipeline configurations VIEWS-PRECISION[-cl], '
                    'e.g. gpu-bf16-cl (default: the one of --views/--precision/--channels-last)')
-    p.add_argument('--repeats', type=positive_int, default=d.repeats, help='timed steps per method')
-    p.add_argument('--warmup', type=non_negative_int, default=d.warmup, help='untimed steps per method')
-    p.add_argument('--pipeline-rounds', type=positive_int, help=f'Runner epochs per method and '
+    p.add_argument('--repeats', type=int, default=d.repeats, help='timed steps per method')
+    p.add_argument('--warmup', type=int, default=d.warmup, help='untimed steps per method')
+    p.add_argument('--pipeline-rounds', type=int, help=f'Runner epochs per method and '
                    f'configuration, alternating ({d.pipeline_rounds})')
-    p.add_argument('--pipeline-iters', type=positive_int, help=f'timed iterations per epoch '
+    p.add_argument('--pipeline-iters', type=int, help=f'timed iterations per epoch '
                    f'({d.pipeline_iters}; --paper: the whole epoch)')
-    p.add_argument('--pipeline-warmup', type=non_negative_int, default=d.pipeline_warmup,
+    p.add_argument('--pipeline-warmup', type=int, default=d.pipeline_warmup,
                    help='untimed iterations at the start of each epoch')
-    p.add_argument('--num-workers', type=non_negative_int, help='dataloader workers (default: the config\'s)')
-    p.add_argument('--threads', type=positive_int, help='torch and faiss threads (default: 1 on CPU, '
+    p.add_argument('--num-workers', type=non_negative_int,
+                   help='dataloader workers (default: the config\'s)')
+    p.add_argument('--threads', type=int, help='torch and faiss threads (default: 1 on CPU, '
                    'robust to other load on the cores; torch\'s default on GPU)')
     for name in ('feature_images', 'views_native', 'views_repeats'):
-        p.add_argument(f'--{name.replace("_", "-")}', type=positive_int, default=getattr(d, name))
+        p.add_argument(f'--{name.replace("_", "-")}', type=int, default=getattr(d, name))
     for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
-        p.add_argument(f'--knn-{name}', type=positive_int, default=getattr(d, f'knn_{name}'))
+        p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
     p.add_argument('--precision', choices=['fp32', 'bf16'], default=d.precision,
                    help='bf16: autocast in the bare steps, CPUCapableAmpOptimWrapper in the Runner')
     p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
@@ -65,7 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='pipeline views: PIL in the workers, or the GPU views override')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
     p.add_argument('--only', nargs='+', choices=PARTS, help='the parts to run (e.g. views)')
-    p.add_argument('--out-dir', type=output_dir, help='write <device-slug>.json and .md here (results/speed)')
+    p.add_argument('--out-dir', type=output_dir,
+                   help='write <device-slug>.json and .md here (results/speed)')
     p.add_argument('--out', type=output_file, help='write the results as JSON here')
     p.add_argument('--table', type=output_file, help='write the markdown table here')
     p.add_argument('--debug', action='store_true', help='show tracebacks of errors')
@@ -73,7 +75,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    """Settings from the arguments: given values, else --paper's, else the defaults."""
+    """Settings from the arguments: given values, else --paper's, else the defaults; sizes and
+    counts checked here, after --paper filled them (one line naming each bad one)."""
     d, paper = Settings(), PAPER if args.paper else {}
     values = {}
     for f in fields(Settings):

@@ -1,8 +1,8 @@
 """Every tool meets bad input with one `error:` line on stderr naming the file or option, exit
 code 2, in seconds, before any data is read (issue 11): the five classes of malformed config
 through train.py and dist_train.sh, bad checkpoints through eval.py and train.py --resume, and
-bad paths and numbers through leaderboard.py, prepare_data.py, benchmark_speed.py,
-fault_campaign.py and time_views.py."""
+bad paths and numbers through leaderboard.py, prepare_data.py, benchmark_speed.py and
+fault_campaign.py."""
 import os
 import subprocess
 import sys
@@ -174,16 +174,17 @@ CASES = [
      ['--root', 'a_file is a file']),
     ('prepare_data.py', ['cifar10', '--root', '{tmp}', '--no-download'],
      ['{tmp}', 'cifar-10-batches-py']),
-    ('benchmark_speed.py', ['--batch', '0'], ['--batch', '>= 1, got 0']),
-    ('benchmark_speed.py', ['--batch', '5'], ['--batch=5 must be even']),
-    ('benchmark_speed.py', ['--repeats', '0'], ['--repeats', '>= 1, got 0']),
-    ('benchmark_speed.py', ['--knn-k', '-1'], ['--knn-k', '>= 1, got -1']),
-    ('benchmark_speed.py', ['--input-size', 'big'], ['--input-size', "got 'big'"]),
+    ('benchmark_speed.py', ['--batch', '0'], ['need positive sizes', '--batch=0']),
+    ('benchmark_speed.py', ['--batch', '5'], ['an even batch', 'got --batch=5']),
+    ('benchmark_speed.py', ['--out-dir', '{tmp}/a_file'], ['--out-dir', 'a_file is a file']),
+    ('benchmark_speed.py', ['--repeats', '0'], ['need positive sizes', '--repeats=0']),
+    ('benchmark_speed.py', ['--knn-k', '-1'], ['need positive sizes', '--knn-k=-1']),
+    ('benchmark_speed.py', ['--input-size', 'big'], ['--input-size', "invalid int value: 'big'"]),
+    ('benchmark_speed.py', ['--num-workers', '-1'], ['--num-workers', '>= 0, got -1']),
     ('benchmark_speed.py', ['--out', '{tmp}/nope/s.json'], ['--out', 'nope not found']),
     ('benchmark_speed.py', ['--table', '{tmp}'], ['--table', 'is a folder']),
     ('fault_campaign.py', ['--out', '{tmp}/a_file'], ['--out', 'a_file is a file']),
     ('fault_campaign.py', ['--seed', '-1'], ['--seed', '>= 0, got -1']),
-    ('time_views.py', ['--batch', '0'], ['--batch', '>= 1, got 0']),
 ]
 
 
