@@ -17,13 +17,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
+from benchmark.engine.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
+                                  output_dir, run_tool)
 from benchmark.harness.suite import run_suite  # noqa: E402
-from benchmark.harness.suite_spec import SuiteError  # noqa: E402
 from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('suite', help='configs/suites/<name>.py, or its name')
     parser.add_argument('--dry-run', action='store_true', help='print the plan and exit')
     parser.add_argument('--only', metavar='PATTERN',
@@ -33,13 +34,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         'sbatch job per run (tools/slurm_train.sh)')
     parser.add_argument('--partition',
                         help="SLURM partition (default: the suite's slurm.partition)")
-    parser.add_argument('--seeds', type=int, nargs='+', metavar='S',
+    parser.add_argument('--seeds', type=non_negative_int, nargs='+', metavar='S',
                         help="replace the suite's seeds")
-    parser.add_argument('--results-root', default=RESULTS_DIR,
+    parser.add_argument('--results-root', default=RESULTS_DIR, type=output_dir,
                         help='records and tables go to ROOT/suites/<name>/')
-    parser.add_argument('--work-root', default=WORK_DIRS,
+    parser.add_argument('--work-root', default=WORK_DIRS, type=output_dir,
                         help='runs train in ROOT/suites/<name>/<run>/')
     parser.add_argument('--paper', default=str(PAPER_RESULTS),
+                        type=lambda t: t if t.lower() == 'none' else existing_file(t),
                         help="the paper's numbers (CSV); 'none' for no reference rows")
     parser.add_argument('--no-wandb', action='store_true', help='do not log the table to wandb')
     parser.add_argument('--debug', action='store_true', help='show tracebacks')
@@ -47,21 +49,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        return run_suite(args.suite, dry_run=args.dry_run, only=args.only,
-                         launcher=args.launcher, seeds=args.seeds,
-                         results_root=args.results_root, work_root=args.work_root,
-                         partition=args.partition,
-                         paper=None if args.paper.lower() == 'none' else Path(args.paper),
-                         use_wandb=not args.no_wandb,
-                         out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
-    except (SuiteError, ValueError, OSError) as err:
-        if args.debug:
-            raise
-        print(f'error: {err}', file=sys.stderr)
-        return 2
+    args = parse_args(argv)  # a SuiteError (a ValueError) is one line through run_tool
+    return run_suite(args.suite, dry_run=args.dry_run, only=args.only,
+                     launcher=args.launcher, seeds=args.seeds,
+                     results_root=args.results_root, work_root=args.work_root,
+                     partition=args.partition,
+                     paper=None if args.paper.lower() == 'none' else Path(args.paper),
+                     use_wandb=not args.no_wandb,
+                     out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main))

@@ -244,6 +244,9 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         interval=SIZE, num_train=SIZE, num_test=SIZE, k=SIZE, temperature=_positive, seed=SEED,
         batch_size=SIZE, num_workers=COUNT),
     'benchmark.engine.preemption.PreemptionHook': dict(signals=_signal_names),
+    'benchmark.evaluation.online_probe.OnlineLinearProbeHook': dict(
+        lr=_positive, momentum=_momentum, weight_decay=_non_negative, interval=SIZE,
+        num_test=_optional(SIZE), seed=SEED, batch_size=SIZE, num_workers=COUNT),
     'benchmark.harness.fault_hooks.KillHook': dict(  # the fault campaign's
         at_iter=_optional(SIZE), during_save=_optional(SIZE), delay_s=_non_negative,
         during_eval=_flag, rank=COUNT, signal_at_iter=_optional(SIZE), sig=_signal_name),

@@ -1,8 +1,8 @@
 """Every tool meets bad input with one `error:` line on stderr naming the file or option, exit
 code 2, in seconds, before any data is read (issue 11): the five classes of malformed config
 through train.py and dist_train.sh, bad checkpoints through eval.py and train.py --resume, and
-bad paths and numbers through leaderboard.py, prepare_data.py, benchmark_speed.py and
-fault_campaign.py."""
+bad paths and numbers through leaderboard.py, prepare_data.py, benchmark_speed.py,
+run_suite.py and fault_campaign.py."""
 import os
 import subprocess
 import sys
@@ -183,6 +183,10 @@ CASES = [
     ('benchmark_speed.py', ['--num-workers', '-1'], ['--num-workers', '>= 0, got -1']),
     ('benchmark_speed.py', ['--out', '{tmp}/nope/s.json'], ['--out', 'nope not found']),
     ('benchmark_speed.py', ['--table', '{tmp}'], ['--table', 'is a folder']),
+    ('run_suite.py', ['{tmp}/nope.py', '--dry-run'], ['nope.py not found']),
+    ('run_suite.py', ['demo_digits', '--seeds', '-1'], ['--seeds', '>= 0, got -1']),
+    ('run_suite.py', ['demo_digits', '--paper', '{tmp}/nope.csv'], ['--paper', 'not found']),
+    ('run_suite.py', ['demo_digits', '--work-root', '{tmp}/a_file'], ['--work-root', 'a file']),
     ('fault_campaign.py', ['--out', '{tmp}/a_file'], ['--out', 'a_file is a file']),
     ('fault_campaign.py', ['--seed', '-1'], ['--seed', '>= 0, got -1']),
 ]
