@@ -253,15 +253,16 @@ def read_suite(path: str) -> Config:
 class _Configs:
     """Read each config file once; each run gets a copy with its overrides merged."""
 
-    def __init__(self) -> None:
+    def __init__(self, world_size: int = 1) -> None:
         self.cache: Dict[str, Config] = {}
+        self.world_size = world_size  # each run's processes: the queue must hold their batch
 
     def build(self, path: str, options: Dict[str, Any]) -> Config:
         if path not in self.cache:
             self.cache[path] = read_config(path)
         cfg = copy.deepcopy(self.cache[path])
         merge_options(cfg, options)
-        validate_config(cfg)
+        validate_config(cfg, world_size=self.world_size)
         return cfg
 
 
@@ -316,7 +317,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                          f'{[e.name for e in evaluations]}')
     slurm = dict(cfg.get('slurm') or {})
     _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
-    configs, runs, seen, notes = _Configs(), [], {}, []
+    configs, runs, seen, notes = _Configs(procs), [], {}, []
     for config, fixed, variants in _entries(cfg, f'suite {path}'):
         resolved = resolve_config(config)
         for variant in variants:

@@ -137,6 +137,9 @@ def test_shipped_suites_expand_and_validate():
      "eval_data='cifar10')]\n", 'needs data_root'),
     ("configs = ['configs/mocov2_r18_digits.py']\nprocs = 0\n", 'procs must be an integer >= 1'),
     ("configs = []\n", 'configs is missing or empty'),
+    # the queue must hold every process's batch: known from procs before anything starts
+    ("configs = ['configs/mocov2_r18_digits.py']\nprocs = 64\n",
+     'model.queue_size (1024) must be >= the total batch, 64 process(es)'),
 ])
 def test_bad_suites_are_one_line_errors(tmp_path, text, message):
     with pytest.raises(SuiteError, match=None) as info:
