@@ -26,8 +26,8 @@ from benchmark.data.scan import LABELS, ScanReport, check_image, scan_image_file
 class _FolderDataset(_ImageDataset):
     """Image files on disk: every file is checked once before use, per ``bad_data``."""
 
-    def __init__(self, data_root: str, split: str, input_size: int,
-                 view: Optional[Union[str, dict]], bad_data: str) -> None:
+    def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
+                 view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
         super().__init__(input_size, view)
         _check_policy(bad_data)
         self.data_root, self.bad_data = data_root, bad_data
@@ -41,6 +41,11 @@ class _FolderDataset(_ImageDataset):
         # Files that break after the scan, flagged by whichever process meets them: shared
         # memory, so loader workers and the main process (skipped_files) see the same flags.
         self._broken = torch.zeros(len(self.samples), dtype=torch.bool).share_memory_()
+
+    @classmethod
+    def check_root(cls, data_root: str, split: str = 'train') -> None:
+        """Raise DataRootError unless ``data_root`` holds the ``split`` in this dataset's layout."""
+        cls._index(data_root, split)
 
     @property
     def skipped_files(self) -> int:
@@ -119,15 +124,6 @@ class TinyImageNet(_FolderDataset):
     FOLDER = 'tiny-imagenet-200'
     EXPECTED = 'expected wnids.txt, train/<wnid>/images/, val/images/, val/val_annotations.txt'
 
-    def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
-        super().__init__(data_root, split, input_size, view, bad_data)
-
-    @classmethod
-    def check_root(cls, data_root: str, split: str = 'train') -> None:
-        """Raise DataRootError unless ``data_root`` holds the ``split`` of Tiny-ImageNet."""
-        cls._index(data_root, split)
-
     @classmethod
     def _error(cls, data_root: str, problem: str) -> DataRootError:
         hint = Path(data_root).parent if Path(data_root).name == cls.FOLDER else data_root
@@ -203,15 +199,6 @@ class ImageFolderDataset(_FolderDataset):
         bad_data: ``'strict'``: a file that is not a decodable image raises DataRootError;
             ``'skip'``: such files are left out and counted in ``skipped_files``.
     """
-
-    def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
-                 view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
-        super().__init__(data_root, split, input_size, view, bad_data)
-
-    @classmethod
-    def check_root(cls, data_root: str, split: str = 'train') -> None:
-        """Raise DataRootError unless ``data_root`` holds class folders with images."""
-        cls._index(data_root, split)
 
     @staticmethod
     def _error(data_root: str, problem: str) -> DataRootError:

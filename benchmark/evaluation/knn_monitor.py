@@ -20,6 +20,19 @@ from benchmark.evaluation.knn import knn_predict
 from benchmark.evaluation.topk import topk_accuracy
 
 
+def log_epoch_metrics(runner, prefix: str, accuracy: Dict[str, float], epoch: int,
+                      detail: str) -> Dict[str, float]:
+    """Log an epoch's accuracies as `<prefix>/<metric>` scalars (message hub, visualizer by
+    epoch) and one log line; return the scalars. Shared by the monitors run during training."""
+    scalars = {f'{prefix}/{name}': value for name, value in accuracy.items()}
+    for key, value in scalars.items():
+        runner.message_hub.update_scalar(key, value)
+    runner.visualizer.add_scalars(scalars, step=epoch)
+    runner.logger.info(f'{prefix}: epoch {epoch}: ' + '  '.join(
+        f'{name} {value:.2f}' for name, value in accuracy.items()) + f' ({detail})')
+    return scalars
+
+
 def fixed_subset(rng: np.random.Generator, length: int, size: int) -> np.ndarray:
     """`min(size, length)` distinct indices of range(length), sorted (dataset order)."""
     return np.sort(rng.choice(length, size=min(size, length), replace=False))
@@ -101,11 +114,5 @@ class KNNMonitorHook(Hook):
         except ValueError as err:  # e.g. NaN features of a diverged run: log, keep training
             runner.logger.warning(f'knn_monitor: epoch {epoch} skipped: {err}')
             return None
-        scalars = {f'knn_monitor/{name}': value for name, value in accuracy.items()}
-        for key, value in scalars.items():
-            runner.message_hub.update_scalar(key, value)
-        runner.visualizer.add_scalars(scalars, step=epoch)
-        runner.logger.info(f'knn_monitor: epoch {epoch}: ' + '  '.join(
-            f'{name} {value:.2f}' for name, value in accuracy.items()) +
-            f' (bank {len(bank)}, queries {len(queries)}, k={self.k})')
-        return scalars
+        return log_epoch_metrics(runner, 'knn_monitor', accuracy, epoch,
+                                 f'bank {len(bank)}, queries {len(queries)}, k={self.k}')

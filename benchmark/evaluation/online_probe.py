@@ -25,7 +25,7 @@ from benchmark import dist
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.evaluation.evaluate import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.knn_monitor import fixed_subset
+from benchmark.evaluation.knn_monitor import fixed_subset, log_epoch_metrics
 from benchmark.evaluation.topk import topk_accuracy
 
 PROTOCOL = 'online_linear'
@@ -240,11 +240,4 @@ class OnlineLinearProbeHook(Hook):
         self.last = dict(accuracy, epoch=epoch)
         if get_dist_info()[0] != 0:
             return None
-        scalars = {f'{PROTOCOL}/{name}': value for name, value in accuracy.items()}
-        for key, value in scalars.items():
-            runner.message_hub.update_scalar(key, value)
-        runner.visualizer.add_scalars(scalars, step=epoch)
-        runner.logger.info(f'{PROTOCOL}: epoch {epoch}: ' + '  '.join(
-            f'{name} {value:.2f}' for name, value in accuracy.items()) +
-            f' (val images {len(labels)})')
-        return scalars
+        return log_epoch_metrics(runner, PROTOCOL, accuracy, epoch, f'val images {len(labels)}')
