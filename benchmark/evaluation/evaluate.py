@@ -119,7 +119,9 @@ def record_evaluation(protocols: Dict[str, dict], run: dict, eval_data: str,
 # -- after pretraining (tools/train.py) ----------------------------------------------------------
 
 def _run_info(runner) -> RunInfoHook:
-    return next(h for h in runner.hooks if isinstance(h, RunInfoHook))
+    """The run's RunInfoHook; a config without one (custom_hooks=[]) still gets its world size,
+    batch and memory recorded, without time per epoch."""
+    return next((h for h in runner.hooks if isinstance(h, RunInfoHook)), RunInfoHook())
 
 
 def online_results(runner) -> Dict[str, dict]:
