@@ -73,6 +73,9 @@ def _cfg(tmp_path, probe: bool) -> Config:
         [dict(type='OnlineLinearProbeHook', num_test=40, batch_size=40)] if probe else [])
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
     cfg.work_dir, cfg.log_level = str(tmp_path / ('probe' if probe else 'plain')), 'WARNING'
+    # mmengine names the run (and its global Visualizer instance) by the second it starts; two
+    # runs started within one second in one process would share the first one's log folder.
+    cfg.experiment_name = f"{'probe' if probe else 'plain'}-{tmp_path.name}"
     return cfg
 
 
