@@ -133,6 +133,7 @@ def test_real_runner_writes_knn_monitor_to_scalars_json(tmp_path, monkeypatch):
     assert monitor.get('interval', 1) > 1
     monitor.update(num_train=300, num_test=100)
     cfg.work_dir, cfg.log_level = str(tmp_path), 'WARNING'
+    cfg.experiment_name = f'knn-monitor-{tmp_path.name}'  # not the second it starts: see test_online_probe
     configure_wandb(cfg)
     runner = Runner.from_cfg(cfg)
     runner.train()
