@@ -10,10 +10,21 @@ A suite (``configs/suites/<name>.py``, ``tools/run_suite.py``) trains each of it
 and keeps its records and tables in ``results/suites/<name>/`` (``runs/*.json``,
 ``leaderboard.{md,csv}``, ``curves.png``).
 """
+import os
 import os.path as osp
 from pathlib import Path
+from typing import Mapping, Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def import_path(env: Optional[Mapping[str, str]] = None) -> str:
+    """PYTHONPATH for a subprocess that runs the checkout: its root first, then whatever the
+    environment already had (packages installed with `pip --target` there, as on a GPU machine
+    whose wheels are carried in, stay importable)."""
+    current = (os.environ if env is None else env).get('PYTHONPATH')
+    return os.pathsep.join([str(REPO_ROOT)] + ([current] if current else []))
+
 CONFIG_DIR = REPO_ROOT / 'configs'
 EVAL_CONFIG_DIR = CONFIG_DIR / 'eval'
 

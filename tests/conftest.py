@@ -9,6 +9,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmark.layout import import_path  # noqa: E402
+
 
 @pytest.fixture
 def free_port() -> int:
@@ -26,7 +28,7 @@ def fake_tiny(tmp_path_factory) -> str:
 
 @pytest.fixture
 def subprocess_env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
+    env = dict(os.environ, PYTHONPATH=import_path(), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
                WANDB_MODE='disabled')
     env.pop('WANDB_API_KEY', None)
     return env

@@ -1,4 +1,5 @@
 """benchmark.layout: the documented paths of a run, its records and the leaderboard."""
+import os
 import os.path as osp
 from pathlib import Path
 
@@ -48,3 +49,10 @@ def test_suite_paths():
             layout.SLURM_SCRIPT, layout.SLURM_JOB_FILE, layout.SUITE_CURVES) == (
         'suite_run.json', 'suite_train.log', 'suite_eval_knn.log', 'slurm_job.sh',
         'slurm_job_id', 'curves.png')
+
+
+def test_import_path_puts_the_checkout_first_and_keeps_the_rest():
+    root = str(layout.REPO_ROOT)
+    assert layout.import_path({}) == root
+    assert layout.import_path({'PYTHONPATH': ''}) == root
+    assert layout.import_path({'PYTHONPATH': '/tmp/site'}) == os.pathsep.join([root, '/tmp/site'])

@@ -41,8 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--images', type=int, help='training images of the generated folder '
                    '(default: what the parts need)')
     p.add_argument('--data-dir', help='keep the generated folder here and reuse it')
-    p.add_argument('--configs', nargs='+', help='pipeline configurations VIEWS-PRECISION[-cl], '
-                   'e.g. gpu-bf16-cl (default: the one of --views/--precision/--channels-last)')
+    p.add_argument('--configs', nargs='+', help='pipeline configurations '
+                   'VIEWS-PRECISION[-cl][-compile], e.g. gpu-bf16-cl (default: the one of '
+                   '--views/--precision/--channels-last)')
     p.add_argument('--repeats', type=int, default=d.repeats, help='timed steps per method')
     p.add_argument('--warmup', type=int, default=d.warmup, help='untimed steps per method')
     p.add_argument('--pipeline-rounds', type=int, help=f'Runner epochs per method and '

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from benchmark.layout import REPO_ROOT
+from benchmark.layout import REPO_ROOT, import_path
 
 ROOT = REPO_ROOT
 BASE_HOOKS = ("dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10), "
@@ -33,7 +33,7 @@ def free_port() -> int:
 
 def tiny_env(home: Optional[str] = None) -> Dict[str, str]:
     """Environment of a campaign subprocess: one thread, wandb off, the checkout importable."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
+    env = dict(os.environ, PYTHONPATH=import_path(), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
                WANDB_MODE='disabled')
     env.pop('WANDB_API_KEY', None)
     if home:

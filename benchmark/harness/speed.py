@@ -146,6 +146,15 @@ def paper_keys(grid: dict) -> dict:
                 paper_setting_floor_images_per_s=mixco.get('floor_images_per_s'))
 
 
+def compile_speedup(grid: dict) -> dict:
+    """MixCo's images/s with torch.compile over the same configuration without it, for each
+    'X-compile' of the grid whose X is there too (> 1: compile wins there)."""
+    ips = {n: c['methods']['mixco']['median_images_per_s'] for n, c in grid.items()}
+    out = {n[:-len('-compile')]: ips[n] / ips[n[:-len('-compile')]] for n in ips
+           if n.endswith('-compile') and n[:-len('-compile')] in ips}
+    return dict(compile_speedup=out) if out else {}
+
+
 def run(s: Settings, log: Callable[[str], None] = print) -> dict:
     """Every part not in s.skip: headline keys at the top level, raw numbers under their part."""
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
@@ -177,6 +186,7 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
             grid = out['pipeline'] = bench_grid(s, device, data_root, tmp, flops, log)
             out['pipeline_efficiency'] = min(p['median_efficiency'] for c in grid.values()
                                              for p in c['methods'].values())
+            out.update(compile_speedup(grid))
             if s.paper:
                 out.update(paper_keys(grid))
         if 'features' not in s.skip:
@@ -204,5 +214,5 @@ HEADLINE = (*[f'{p}_{k}' for p in PAIRS for k in ('time_ratio', 'floor_passes', 
                                                   'memory_ratio')],
             'pipeline_efficiency', 'paper_setting_config', 'paper_setting_images_per_s',
             'paper_setting_data_wait', 'paper_setting_time_ratio', 'paper_setting_memory_ratio',
-            'paper_setting_peak_fraction', 'paper_setting_bound', 'faiss_speedup',
+            'paper_setting_peak_fraction', 'paper_setting_bound', 'compile_speedup', 'faiss_speedup',
             'faiss_same_predictions', 'knn_over_matmul')

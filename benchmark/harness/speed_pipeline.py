@@ -29,23 +29,28 @@ VIEWS_OPTIONS: Dict[str, dict] = {
     'gpu': {'train_dataloader.dataset.view': 'raw_uint8',  # as configs/*_tiny_fast.py
             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
 }
-PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl')
+# The last one measures torch.compile on the fastest eager configuration (kept only if it wins).
+PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile')
 WAIT_BOUND, EFFICIENCY_BOUND = 0.10, 0.90  # see `bound`
 
 
 def config_name(s: Settings) -> str:
-    """'pil-fp32', 'gpu-bf16-cl', ...: views, precision, '-cl' for channels_last."""
-    return f'{s.views}-{s.precision}{"-cl" if s.channels_last else ""}'
+    """'pil-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile', ...: views, precision, '-cl' for
+    channels_last, '-compile' for torch.compile."""
+    return (f'{s.views}-{s.precision}{"-cl" if s.channels_last else ""}'
+            f'{"-compile" if s.compile else ""}')
 
 
 def config_settings(s: Settings, name: str) -> Settings:
-    """The settings with the views, precision and layout a configuration name spells."""
+    """The settings with the views, precision, layout and compilation a configuration name spells."""
     parts = name.split('-')
-    if (len(parts) not in (2, 3) or parts[0] not in VIEWS_OPTIONS or parts[1] not in PRECISIONS
-            or parts[2:] not in ([], ['cl'])):
-        raise ValueError(f'pipeline configuration {name!r}: want VIEWS-PRECISION[-cl] with '
-                         f'VIEWS in {sorted(VIEWS_OPTIONS)}, PRECISION in {sorted(PRECISIONS)}')
-    return replace(s, views=parts[0], precision=parts[1], channels_last=len(parts) == 3)
+    flags = parts[2:]
+    if (len(parts) < 2 or parts[0] not in VIEWS_OPTIONS or parts[1] not in PRECISIONS
+            or flags not in ([], ['cl'], ['compile'], ['cl', 'compile'])):
+        raise ValueError(f'pipeline configuration {name!r}: want VIEWS-PRECISION[-cl][-compile] '
+                         f'with VIEWS in {sorted(VIEWS_OPTIONS)}, PRECISION in {sorted(PRECISIONS)}')
+    return replace(s, views=parts[0], precision=parts[1], channels_last='cl' in flags,
+                   compile='compile' in flags)
 
 
 def bound(wait: float, efficiency: float) -> str:
@@ -136,6 +141,8 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
                                  loss_scale=dict(enabled=False))
     if s.channels_last:
         cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
+    if s.compile:  # mmengine compiles model.train_step; its first iterations compile (warm-up)
+        cfg.compile = True
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     fill_view_size(cfg)  # the device views' size follows the dataset's input_size
     return cfg

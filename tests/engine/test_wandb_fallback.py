@@ -19,6 +19,7 @@ from mmengine.visualization import Visualizer
 
 from benchmark.engine import tracking
 from benchmark.engine.tracking import PROBE_TIMEOUT_S, log_record, probe_wandb_server
+from benchmark.layout import import_path
 from tests.conftest import ROOT
 
 KEY = 'k' * 40
@@ -160,7 +161,7 @@ def test_init_failing_after_the_probe_retries_offline_under_the_same_id(tmp_path
 
 def train_env() -> dict:
     """The e2e tests' subprocess environment (tests/conftest.py), without wandb settings."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore')
+    env = dict(os.environ, PYTHONPATH=import_path(), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore')
     for name in ('WANDB_API_KEY', 'WANDB_MODE', 'WANDB_BASE_URL'):
         env.pop(name, None)
     return env

@@ -68,10 +68,18 @@ def test_free_port_is_bindable():
 
 def test_tiny_env(monkeypatch):
     monkeypatch.setenv('WANDB_API_KEY', 'secret')
+    monkeypatch.delenv('PYTHONPATH', raising=False)
     env = tiny_env('/tmp/home')
     assert (env['PYTHONPATH'], env['OMP_NUM_THREADS'], env['WANDB_MODE'], env['HOME']) == (
         str(fault_runs.ROOT), '1', 'disabled', '/tmp/home')
     assert 'WANDB_API_KEY' not in env
+
+
+def test_tiny_env_keeps_carried_packages_importable(monkeypatch):
+    """On a GPU machine the wheels are installed with `pip --target /tmp/site` and found through
+    PYTHONPATH: a subprocess must keep it, after the checkout."""
+    monkeypatch.setenv('PYTHONPATH', '/tmp/site')
+    assert tiny_env()['PYTHONPATH'] == os.pathsep.join([str(fault_runs.ROOT), '/tmp/site'])
 
 
 def test_checkpoint_files(tmp_path):

@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 
-from benchmark.harness.speed import HEADLINE, PARTS, bench_steps, paper_keys, step_ratios
+from benchmark.harness.speed import (HEADLINE, PARTS, bench_steps, compile_speedup, paper_keys,
+                                     step_ratios)
 from benchmark.harness.speed_step import PAIRS
 from benchmark.harness.timing import Settings
 from tests.conftest import ROOT
@@ -67,6 +68,15 @@ def test_paper_keys_take_the_configuration_where_mixco_is_fastest():
             out['paper_setting_data_wait'], out['paper_setting_time_ratio']) == (80, 160, 0.1, 0.8)
 
 
+def test_compile_speedup_pairs_each_compiled_configuration_with_its_eager_one():
+    def config(mixco_ips):
+        return dict(methods=dict(mixco=dict(median_images_per_s=mixco_ips)))
+    grid = {'pil-fp32': config(10), 'gpu-bf16-cl': config(40), 'gpu-bf16-cl-compile': config(50),
+            'gpu-fp32-compile': config(30)}  # no eager gpu-fp32: nothing to pair with
+    assert compile_speedup(grid) == dict(compile_speedup={'gpu-bf16-cl': 1.25})
+    assert compile_speedup({'pil-fp32': config(10)}) == {}
+
+
 @pytest.mark.parametrize('args, needle', [
     (['--batch', '5'], '--batch=5'),
     (['--configs', 'gpu-fp16'], "'gpu-fp16'"),
@@ -99,7 +109,8 @@ def test_tiny_run_writes_json_and_table(tmp_path, subprocess_env):
     proc = tool([*TINY, '--out', str(out), '--table', str(table)], subprocess_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert set(HEADLINE) - {k for k in HEADLINE if k.startswith('paper_')} <= set(result)
+    conditional = {k for k in HEADLINE if k.startswith('paper_')} | {'compile_speedup'}
+    assert set(HEADLINE) - conditional <= set(result)
     assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
     for key in HEADLINE:
         if key in result and key not in ('faiss_same_predictions',):
@@ -132,7 +143,9 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, subprocess_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = tmp_path.glob('*.json')
     result = json.loads(path.read_text())
-    assert list(result['pipeline']) == ['pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl']
+    assert list(result['pipeline']) == ['pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl',
+                                        'gpu-bf16-cl-compile']
+    assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
     settings = result['settings']
     assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
     for config in result['pipeline'].values():

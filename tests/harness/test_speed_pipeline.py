@@ -18,8 +18,12 @@ def test_configuration_names_round_trip():
     for name in PAPER_GRID:
         assert config_name(config_settings(Settings(), name)) == name
     s = config_settings(Settings(), 'gpu-bf16-cl')
-    assert (s.views, s.precision, s.channels_last) == ('gpu', 'bf16', True)
-    for bad in ('gpu', 'tpu-fp32', 'pil-fp16', 'pil-fp32-nhwc'):
+    assert (s.views, s.precision, s.channels_last, s.compile) == ('gpu', 'bf16', True, False)
+    s = config_settings(Settings(), 'pil-fp32-compile')
+    assert (s.views, s.precision, s.channels_last, s.compile) == ('pil', 'fp32', False, True)
+    assert PAPER_GRID[-1] == 'gpu-bf16-cl-compile'
+    for bad in ('gpu', 'tpu-fp32', 'pil-fp16', 'pil-fp32-nhwc', 'gpu-bf16-compile-cl',
+                'gpu-bf16-cl-cl'):
         with pytest.raises(ValueError, match='VIEWS-PRECISION'):
             config_settings(Settings(), bad)
 
