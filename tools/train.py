@@ -13,6 +13,7 @@ from mmengine.runner import Runner  # noqa: E402
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
 from benchmark import dist  # noqa: E402
+from benchmark.engine.channels_last import use_channels_last_wrapper  # noqa: E402
 from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
 from benchmark.engine.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
@@ -54,6 +55,7 @@ def build_runner(args: argparse.Namespace) -> tuple:
     if args.check_only:
         return None, None
     identity = config_identity(cfg)
+    use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
     warning = configure_wandb(cfg)
     if warning and dist.is_main():

@@ -7,17 +7,23 @@ buffers once, before the first step (and before a resume loads the optimizer sta
 forward pre-hook that converts the 4-D image batches the model receives, after the data
 preprocessor, so GPU-side augmentation in a preprocessor is converted as well.
 
-NOTE: a hook runs after mmengine has wrapped the model in DDP, so DDP's gradient buckets were laid
-out for the old (NCHW) strides; DDP rebuilds its buckets once, after the first iteration, from
-the parameters' current strides, so only the first iteration copies gradients between layouts.
-Values are unchanged: only strides differ. Checkpoints load into NCHW models and back.
+Distributed runs: hooks run after mmengine has wrapped the model in DDP, whose gradient buckets
+are then laid out for the old (NCHW) strides until DDP rebuilds them after the first iteration.
+That first iteration computes differently from the later ones, and a resumed run has its own
+first iteration, so a run killed and resumed was not bit-identical to an uninterrupted one
+(found with tools/kill_resume.py on the fast configs over torchrun; one process without DDP was
+identical). `use_channels_last_wrapper` (called where the Runner is built) therefore has DDP
+wrap a model that is already NHWC, through `ChannelsLastDistributedDataParallel`; the hook then
+finds the model converted and changes nothing. Values are unchanged by the layout: only strides
+differ. Checkpoints load into NCHW models and back.
 """
 from typing import Any, Dict, Tuple
 
 import torch
+from mmengine.config import Config
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
-from mmengine.registry import HOOKS
+from mmengine.model import MMDistributedDataParallel, is_model_wrapper
+from mmengine.registry import HOOKS, MODEL_WRAPPERS
 from torch import Tensor, nn
 
 _HANDLE = '_channels_last_pre_hook'
@@ -73,3 +79,39 @@ class ChannelsLastHook(Hook):
     def before_run(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         use_channels_last(model)
+
+
+@MODEL_WRAPPERS.register_module()
+class ChannelsLastDistributedDataParallel(MMDistributedDataParallel):
+    """mmengine's MMDistributedDataParallel around a model converted to channels_last first, so
+    DDP lays out its gradient buckets for the NHWC strides from the start (see the module doc)."""
+
+    def __init__(self, module: nn.Module, **kwargs) -> None:
+        use_channels_last(module)
+        super().__init__(module=module, **kwargs)
+
+
+_DDP_TYPES = ('MMDistributedDataParallel', MMDistributedDataParallel)
+
+
+def use_channels_last_wrapper(cfg: Config) -> None:
+    """With a ChannelsLastHook in ``cfg.custom_hooks``, make a distributed run wrap the model in
+    `ChannelsLastDistributedDataParallel` (mmengine's defaults kept: ``broadcast_buffers=False``,
+    the config's ``find_unused_parameters``). One-process runs never read ``model_wrapper_cfg``.
+
+    Raises:
+        ValueError: The config names another model wrapper, which this cannot convert for.
+    """
+    if not any(isinstance(h, dict) and h.get('type') in ('ChannelsLastHook', ChannelsLastHook)
+               for h in cfg.get('custom_hooks') or []):
+        return
+    wrapper = dict(cfg.get('model_wrapper_cfg') or {})
+    kind = wrapper.get('type', 'MMDistributedDataParallel')
+    if kind not in _DDP_TYPES + ('ChannelsLastDistributedDataParallel',
+                                 ChannelsLastDistributedDataParallel):
+        raise ValueError(f'model_wrapper_cfg.type={kind!r} with ChannelsLastHook: the hook needs '
+                         f'MMDistributedDataParallel (converted before wrapping); remove one')
+    wrapper['type'] = 'ChannelsLastDistributedDataParallel'
+    wrapper.setdefault('broadcast_buffers', False)
+    wrapper.setdefault('find_unused_parameters', cfg.get('find_unused_parameters', False))
+    cfg.model_wrapper_cfg = wrapper

@@ -72,13 +72,14 @@ def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, bat
 
 def train(config: str, work_dir: str, *, nproc: int = 1, resume: bool = False,
           no_eval: bool = True, extra: Sequence[str] = (), timeout: float = 600,
-          env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    """Run `tools/train.py` (one process) or `tools/dist_train.sh` (several) to the end."""
+          env: Optional[dict] = None, torchrun: bool = False) -> subprocess.CompletedProcess:
+    """Run `tools/train.py` (one process) or `tools/dist_train.sh` (several, or one with
+    ``torchrun``: a distributed process group, NCCL on a GPU) to the end."""
     args = ['--work-dir', work_dir, *(['--resume'] if resume else []),
             *(['--no-eval'] if no_eval else ['--results-dir', osp.join(work_dir, 'results')]),
             *extra]
     env = dict(env or tiny_env(work_dir))
-    if nproc == 1:
+    if nproc == 1 and not torchrun:
         cmd = [sys.executable, str(ROOT / 'tools' / 'train.py'), config, *args]
     else:
         env.update(PORT=str(free_port()), PYTHON=sys.executable)

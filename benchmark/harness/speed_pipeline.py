@@ -17,6 +17,7 @@ from mmengine.hooks import Hook
 
 from benchmark import dist
 from benchmark.data.gpu_views import fill_view_size
+from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.harness.speed_floor import achieved
 from benchmark.harness.speed_step import PRECISIONS, model_cfg, step_inputs, train_step
 from benchmark.harness.timing import (Settings, in_turn, own_bytes, paired_ratio,
@@ -141,6 +142,7 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
                                  loss_scale=dict(enabled=False))
     if s.channels_last:
         cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
+        use_channels_last_wrapper(cfg)  # as tools/train.py (one process: no DDP to wrap)
     if s.compile:  # mmengine compiles model.train_step; its first iterations compile (warm-up)
         cfg.compile = True
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
