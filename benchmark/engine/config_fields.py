@@ -118,6 +118,9 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         'module': Supplied('Runner.wrap_model'), 'detect_anomalous_params': _flag,
         '*': Free("torch DistributedDataParallel's own arguments; torch checks them when it "
                   "wraps the model, before any data")},
+    'benchmark.engine.channels_last.ChannelsLastDistributedDataParallel': {
+        'module': Supplied('Runner.wrap_model'),
+        '*': Free("MMDistributedDataParallel's arguments (the entry above), passed through")},
     # -- model
     'methods.base.EncoderModel': dict(
         backbone=Section('build_resnet'), data_preprocessor=Section('the MODELS registry'),

@@ -201,6 +201,8 @@ TYPE_PLACES = {  # registered names
     'BaseDataPreprocessor': (MOCO, 'model.data_preprocessor', dict(type='BaseDataPreprocessor')),
     'MMDistributedDataParallel': (MOCO, 'model_wrapper_cfg',
                                   dict(type='MMDistributedDataParallel')),
+    'ChannelsLastDistributedDataParallel': (MOCO, 'model_wrapper_cfg',
+                                            dict(type='ChannelsLastDistributedDataParallel')),
     'WandbVisBackend': (MOCO, 'visualizer.vis_backends.1', dict(type='WandbVisBackend')),
     'RuntimeInfoHook': (MOCO, 'default_hooks.runtime_info', dict(type='RuntimeInfoHook')),
     'KillHook': (MOCO, 'custom_hooks.0', dict(type='KillHook')),
