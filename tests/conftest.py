@@ -12,6 +12,17 @@ sys.path.insert(0, str(ROOT))
 from benchmark.layout import import_path  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason='needs a CUDA device')
+    for item in items:
+        if 'cuda' in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as sock:

@@ -324,6 +324,22 @@ def test_same_seeds_same_views_other_seeds_other_views():
                        torch.rand(8, generator=batch_generator(torch.tensor([1, 2, 3, 4]))))
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize('view', ['mocov2', 'simclr'])
+def test_views_on_cuda_equal_the_views_on_cpu(view):
+    """The parameters come from a CPU generator seeded by the samples: on the GPU the same
+    seeds give the same views, up to float32 rounding of the ops there."""
+    x = torch.from_numpy(images(n=16)).permute(0, 3, 1, 2).contiguous()
+    batch = dict(inputs=x, data_samples=torch.arange(16), seed=torch.arange(100, 116))
+    pre = GPUViewPreprocessor(view=view, input_size=48)
+    on_cpu = pre(dict(batch), training=True)['inputs']
+    pre.cuda()
+    on_gpu = pre(dict(batch), training=True)['inputs']
+    assert all(v.device.type == 'cuda' for v in on_gpu)
+    for a, b in zip(on_cpu, on_gpu):
+        torch.testing.assert_close(b.cpu(), a, rtol=0, atol=1e-4)
+
+
 def test_preprocessor_output_and_input_errors():
     x = torch.from_numpy(images(n=4, size=16)).permute(0, 3, 1, 2).contiguous()
     labels = torch.tensor([3, 1, 4, 1])

@@ -80,18 +80,31 @@ def record_layer1(model, seen):
 @pytest.mark.parametrize('cls', [MoCo, MixCoMoCo])
 def test_bf16_channels_last_step_is_close_to_fp32(cls):
     """Same weights, batch and lambdas: losses within STEP_RTOL, updates aligned, queue float32."""
+    check_bf16_step(cls, torch.device('cpu'))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize('cls', [MoCo, MixCoMoCo])
+def test_bf16_channels_last_step_on_cuda_is_close_to_fp32(cls):
+    """The same check on the GPU, where the wrapper is mmengine's AmpOptimWrapper (the fast
+    configs' settings: bfloat16, no loss scaling)."""
+    check_bf16_step(cls, torch.device('cuda'))
+
+
+def check_bf16_step(cls, device):
     torch.manual_seed(0)
-    fp32 = cls(backbone=dict(depth=18, small_stem=True), feature_dim=16, queue_size=32).train()
+    fp32 = cls(backbone=dict(depth=18, small_stem=True), feature_dim=16,
+               queue_size=32).train().to(device)
     fast = use_channels_last(copy.deepcopy(fp32))
     gen = torch.Generator().manual_seed(100)
-    data = dict(inputs=[torch.randn(8, 3, 16, 16, generator=gen) for _ in range(2)])
+    data = dict(inputs=[torch.randn(8, 3, 16, 16, generator=gen).to(device) for _ in range(2)])
     seen = []
     handle = record_layer1(fast, seen)
     torch.manual_seed(7)  # the same lambdas in both steps
     ref = fp32.train_step(copy.deepcopy(data), OptimWrapper(sgd(fp32)))
     torch.manual_seed(7)
     out = fast.train_step(copy.deepcopy(data), CPUCapableAmpOptimWrapper(
-        optimizer=sgd(fast), dtype='bfloat16'))
+        optimizer=sgd(fast), dtype='bfloat16', loss_scale=dict(enabled=False)))
     handle.remove()
     assert seen and all(s == (torch.bfloat16, True) for s in seen)  # bf16 and NHWC ran
     terms = [k for k in ref if k.startswith('loss_')]
@@ -105,7 +118,8 @@ def test_bf16_channels_last_step_is_close_to_fp32(cls):
     assert w.is_contiguous(memory_format=torch.channels_last) and w.dtype == torch.float32
     # The updates point the same way: cosine of the two steps' changes of all trained weights.
     torch.manual_seed(0)
-    start = cls(backbone=dict(depth=18, small_stem=True), feature_dim=16, queue_size=32)
+    start = cls(backbone=dict(depth=18, small_stem=True), feature_dim=16,
+                queue_size=32).to(device)
     deltas = [torch.cat([(p - p0).flatten() for p, p0 in zip(m.parameters(), start.parameters())
                          if p0.requires_grad]) for m in (fp32, fast)]
     cosine = torch.nn.functional.cosine_similarity(*deltas, dim=0).item()

@@ -148,8 +148,8 @@ def test_use_gpu_without_gpu_falls_back_to_cpu():
     torch.testing.assert_close(knn_predict(train, labels, test, 5, k=10, use_gpu=True), expected)
 
 
-@pytest.mark.skipif(faiss.get_num_gpus() == 0 or not torch.cuda.is_available(),
-                    reason='needs a faiss GPU build and a CUDA device')
+@pytest.mark.cuda
+@pytest.mark.skipif(faiss.get_num_gpus() == 0, reason='needs a faiss GPU build')
 def test_gpu_index_matches_cpu():
     train, labels, test = random_data(n_train=500, n_test=100, dim=32, num_classes=10)
     expected = knn_predict(train, labels, test, num_classes=10, k=50, use_gpu=False)

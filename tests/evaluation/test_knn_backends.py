@@ -127,7 +127,7 @@ def test_ieee_float32_matmul_sets_and_restores(device_type, backend):
         backend.fp32_precision = before
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+@pytest.mark.cuda
 def test_torch_search_on_gpu_equals_faiss_cpu_even_with_tf32_on():
     rng = np.random.default_rng(1)
     train, test = rng.normal(size=(2000, 64)).astype(np.float32), rng.normal(size=(300, 64))
@@ -145,7 +145,7 @@ def test_torch_search_on_gpu_equals_faiss_cpu_even_with_tf32_on():
     torch.testing.assert_close(scores, expected, rtol=1e-5, atol=0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+@pytest.mark.cuda
 def test_feature_extraction_runs_on_the_backbones_device():
     from torch.utils.data import Dataset
 

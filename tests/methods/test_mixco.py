@@ -139,6 +139,23 @@ def test_mixco_loss_module_matches_naive_loop(tau):
     assert abs(got.item() - want.item()) < 1e-6
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_mixco_loss_on_cuda_matches_the_cpu_naive_loop(dtype):
+    """On the GPU, in float32 (as training runs it) and float64: value and gradients against the
+    float64 loop on the CPU (float32 to 1e-5: tf32 is not used by these matmuls' defaults)."""
+    torch.manual_seed(6)
+    q_mix, keys, negatives, lam = make_case(m=8, dim=16, num_neg=32)
+    on_gpu = [t.detach().to('cuda', dtype).requires_grad_() for t in (q_mix, keys, negatives)]
+    got = MixCoLoss(0.05)(*on_gpu[:2], lam.to('cuda', dtype), on_gpu[2])
+    want = naive_mix_loss(q_mix, keys, lam, negatives, 0.05)
+    tol = 1e-5 if dtype == torch.float32 else 1e-9
+    assert got.device.type == 'cuda' and abs(got.item() - want.item()) < tol * max(1, abs(want.item()))
+    grads = torch.autograd.grad(got, on_gpu)
+    for g, w in zip(grads, torch.autograd.grad(want, [q_mix, keys, negatives])):
+        torch.testing.assert_close(g.cpu().double(), w, rtol=0, atol=tol * 10)
+
+
 def test_mixco_loss_default_temperature_is_paper_value():
     """MixCoLoss() uses tau_mix = 0.05."""
     torch.manual_seed(4)
