@@ -5,6 +5,7 @@ offline (one warning line; `wandb sync` uploads it later), and evaluation metric
 same wandb run as the training curves when a wandb backend is configured.
 """
 import base64
+import importlib.util
 import json
 import netrc
 import os
@@ -213,6 +214,11 @@ def configure_wandb(cfg: Any) -> Optional[str]:
                 if b.get('type') in WANDB_BACKENDS]
     if not backends:
         return None
+    if importlib.util.find_spec('wandb') is None:  # e.g. a GPU image: train, log locally
+        cfg.visualizer.vis_backends = [b for b in cfg.visualizer.vis_backends
+                                       if b.get('type') not in WANDB_BACKENDS]
+        return ('warning: wandb is not installed, so this run logs locally only (scalars.json '
+                'in the work dir); pip install wandb to log it to wandb')
     mode, warning = wandb_mode()
     name = os.path.basename(os.path.normpath(cfg.work_dir))
     run_id = wandb_run_id(cfg.work_dir, bool(cfg.get('resume')), cfg.get('load_from'))

@@ -47,6 +47,20 @@ def test_configure_sets_mode_project_and_name(no_credentials, tmp_path):
     assert (kwargs.mode, kwargs.project, kwargs.name) == ('offline', 'mixco-bench', 'mixco_r18_tiny')
 
 
+def test_without_wandb_installed_the_run_logs_locally_with_one_warning(tmp_path, monkeypatch):
+    """A machine without wandb (the GPU image has none): the wandb backends are dropped."""
+    from benchmark.engine import tracking
+    real = tracking.importlib.util.find_spec
+    monkeypatch.setattr(tracking.importlib.util, 'find_spec',
+                        lambda name, *a: None if name == 'wandb' else real(name, *a))
+    cfg = Config(dict(work_dir=str(tmp_path / 'run'), visualizer=dict(
+        type='Visualizer', vis_backends=[dict(type='LocalVisBackend'),
+                                         dict(type='WandbVisBackend')])))
+    warning = configure_wandb(cfg)
+    assert len(warning.splitlines()) == 1 and 'wandb is not installed' in warning
+    assert cfg.visualizer.vis_backends == [dict(type='LocalVisBackend')]
+
+
 def test_record_rows_long_form():
     rows = record_rows(RECORD)
     assert len(rows[0]) == len(ROW_COLUMNS)
