@@ -131,6 +131,8 @@ def main(argv=None) -> int:
     print(table)
     for key in (k for k in HEADLINE if k in result):
         value = result[key]
+        if isinstance(value, dict):  # e.g. compile_speedup per configuration
+            value = ', '.join(f'{k} {v:.3f}' for k, v in value.items())
         print(f'{key}: {value:.3f}' if isinstance(value, float) else f'{key}: {value}')
     return 0
 

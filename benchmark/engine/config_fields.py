@@ -118,6 +118,12 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         'module': Supplied('Runner.wrap_model'), 'detect_anomalous_params': _flag,
         '*': Free("torch DistributedDataParallel's own arguments; torch checks them when it "
                   "wraps the model, before any data")},
+    'benchmark.engine.compile_hook.CompileHook': dict(  # torch.compile's, as above
+        fullgraph=_flag, dynamic=MAYBE_FLAG,
+        backend=Free("a torch.compile backend name ('inductor')"),
+        mode=_optional(_one_of(('default', 'reduce-overhead', 'max-autotune',
+                                'max-autotune-no-cudagraphs'), 'mode')),
+        options=Free('backend options (a dict) for the backend to read')),
     'benchmark.engine.channels_last.ChannelsLastDistributedDataParallel': {
         'module': Supplied('Runner.wrap_model'),
         '*': Free("MMDistributedDataParallel's arguments (the entry above), passed through")},

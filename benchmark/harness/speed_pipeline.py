@@ -143,8 +143,8 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     if s.channels_last:
         cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
         use_channels_last_wrapper(cfg)  # as tools/train.py (one process: no DDP to wrap)
-    if s.compile:  # mmengine compiles model.train_step; its first iterations compile (warm-up)
-        cfg.compile = True
+    if s.compile:  # the encoders (benchmark/engine/compile_hook.py); compiled in the warm-up
+        cfg.custom_hooks.append(dict(type='CompileHook'))
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     fill_view_size(cfg)  # the device views' size follows the dataset's input_size
     return cfg

@@ -106,7 +106,7 @@ class Settings:
     precision: str = 'fp32'  # or 'bf16': autocast (bare steps) / CPUCapableAmpOptimWrapper (Runner)
     channels_last: bool = False  # model and image batches in NHWC (benchmark/engine/channels_last.py)
     views: str = 'pil'  # or 'gpu': the pipeline config gets VIEWS_OPTIONS['gpu']
-    compile: bool = False  # the Runner's `compile = True` (torch.compile of the train step)
+    compile: bool = False  # torch.compile of the encoders (CompileHook)
     configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
     paper: bool = False  # the paper's setting: the headline paper_setting_* keys
     views_native: int = 64  # side of the decoded images of the views part

@@ -206,6 +206,7 @@ TYPE_PLACES = {  # registered names
     'WandbVisBackend': (MOCO, 'visualizer.vis_backends.1', dict(type='WandbVisBackend')),
     'RuntimeInfoHook': (MOCO, 'default_hooks.runtime_info', dict(type='RuntimeInfoHook')),
     'KillHook': (MOCO, 'custom_hooks.0', dict(type='KillHook')),
+    'CompileHook': (MOCO, 'custom_hooks.0', dict(type='CompileHook')),
     'PoisonHook': (MOCO, 'custom_hooks.0', dict(type='PoisonHook', at_iter=3)),
     'pseudo_collate': (MOCO, 'train_dataloader.collate_fn', dict(type='pseudo_collate')),
     'ImageFolderDataset': (MOCO, 'train_dataloader.dataset',
