@@ -45,11 +45,12 @@ for s in $STEPS; do
   case $s in
     env)
       step env "$PYTHON" -c "
-import sys, torch, torchvision, mmengine, lightly, faiss, kornia
+import importlib.util, sys, torch, torchvision, mmengine, lightly, faiss
 import lightly.loss, lightly.models.modules, benchmark.components, methods
+kornia = importlib.util.find_spec('kornia') and __import__('kornia').__version__  # speed's views part
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| torchvision',
       torchvision.__version__, '| mmengine', mmengine.__version__, '| lightly', lightly.__version__,
-      '| faiss', faiss.__version__, '(GPUs:', faiss.get_num_gpus(), ') | kornia', kornia.__version__)
+      '| faiss', faiss.__version__, '(GPUs:', faiss.get_num_gpus(), ') | kornia', kornia)
 print('cuda', torch.version.cuda, '| cudnn', torch.backends.cudnn.version(), '| nccl',
       torch.cuda.nccl.version() if torch.cuda.is_available() else None)
 assert torch.cuda.is_available(), 'no CUDA device'
@@ -69,7 +70,8 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       # shellcheck disable=SC2086
       step kill_resume "$PYTHON" tools/kill_resume.py configs/mixco_r18_tiny_fast.py --nproc 1 \
         --epochs 2 --kill-at 250 --iter-interval 100 --fake-images 20000 \
-        --work-dir /tmp/gpu-proof-kill --out "$OUT/kill_resume.json" ${KILL_ARGS:-}
+        --work-dir "$(mktemp -d /tmp/gpu-proof-kill.XXXXXX)" --out "$OUT/kill_resume.json" \
+        ${KILL_ARGS:-}
       ;;
     speed)  # the paper's setting, PIL and device views, fp32 and bf16 + channels_last, compile
       # shellcheck disable=SC2086

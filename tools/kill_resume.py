@@ -10,6 +10,7 @@ on CPU, reported on a GPU (cuDNN is not deterministic). Exit 0: passed; 1: faile
 """
 import json
 import math
+import os
 import os.path as osp
 import sys
 import tempfile
@@ -53,6 +54,9 @@ def main(argv=None) -> int:
     except (ValueError, OSError, TypeError, KeyError) as err:
         message = one_line(err)
         return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
+    if args.work_dir and osp.isdir(args.work_dir) and os.listdir(args.work_dir):
+        return fail(f'--work-dir {args.work_dir} is not empty (an old run there would be '
+                    f'resumed): give a new or empty folder')
     from benchmark.data.fakes import make_fake_tiny_imagenet
     from benchmark.harness.kill_resume import kill_and_resume
     work = args.work_dir or tempfile.mkdtemp(prefix='kill-resume-')

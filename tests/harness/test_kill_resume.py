@@ -51,7 +51,9 @@ def tool(args, env, timeout=900):
     (['configs/mixco_r18_tiny_fast.py', '--kill-at', '3', '--cfg-options', 'model.queue_size=-1'],
      'queue_size'),
     (['configs/mixco_r18_tiny_fast.py', '--kill-at', '3', '--data-root', '/no/such/dir'],
-     '/no/such/dir')])
+     '/no/such/dir'),
+    (['configs/mixco_r18_tiny_fast.py', '--kill-at', '3', '--work-dir', str(ROOT / 'configs')],
+     'is not empty')])
 def test_bad_input_is_one_line_and_exit_2(subprocess_env, args, needle):
     proc = tool(args, subprocess_env, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
