@@ -6,6 +6,8 @@
 | NaNGuardHook | nan_guard.py | stops the run at the first non-finite loss term, before anything is saved (exit 3, diverged record) |
 | PreemptionHook | preemption.py | SIGTERM/SIGUSR1: finish the step, save through SafeCheckpointHook, exit 143 |
 | RunInfoHook | run_info.py | world size, total batch, time per epoch and peak memory into checkpoint meta |
+| ChannelsLastHook | channels_last.py | weights and image batches in NHWC; distributed runs wrap in ChannelsLastDistributedDataParallel (converted before DDP's buckets) |
+| CompileHook | compile_hook.py | torch.compile of each ResNet encoder in place (names, so checkpoints, unchanged) |
 | SafeWandbVisBackend (a vis backend) | tracking.py | wandb online when it can, offline with one warning when it cannot |
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
 | OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |
