@@ -66,17 +66,22 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
         tests/engine/test_fast_switches.py tests/evaluation/test_knn.py \
         tests/evaluation/test_knn_backends.py
       ;;
-    kill)  # a real dist_train.sh run on NCCL: 2 epochs of 20,000 images (312 iterations)
+    kill)  # a real dist_train.sh run on NCCL: 2 epochs of 20,000 images at the paper's total
+      # batch 128 on one GPU (156 iterations each); KILL_ARGS' options override these
       # shellcheck disable=SC2086
       step kill_resume "$PYTHON" tools/kill_resume.py configs/mixco_r18_tiny_fast.py --nproc 1 \
         --epochs 2 --kill-at 250 --iter-interval 100 --fake-images 20000 \
+        --cfg-options train_dataloader.batch_size=128 \
         --work-dir "$(mktemp -d /tmp/gpu-proof-kill.XXXXXX)" --out "$OUT/kill_resume.json" \
         ${KILL_ARGS:-}
       ;;
     speed)  # the paper's setting, PIL and device views, fp32 and bf16 + channels_last, compile
       # shellcheck disable=SC2086
+      # Loader workers: all cores but two (the PIL path at 224 px needs them; the config's 4 are
+      # per process of a 2-GPU run).
+      workers=$(( $(nproc) > 6 ? $(nproc) - 2 : 4 ))
       step speed "$PYTHON" tools/benchmark_speed.py --paper --data-dir /tmp/gpu-proof-data \
-        --out-dir "$OUT" ${SPEED_ARGS:-}
+        --num-workers "$workers" --out-dir "$OUT" ${SPEED_ARGS:-}
       ;;
     *) echo "error: unknown step '$s' (env, tests, kill, speed)" >&2; exit 2 ;;
   esac

@@ -126,8 +126,12 @@ def bench_grid(s: Settings, device: torch.device, data_root: str, tmp: str,
     for name in s.configs or (config_name(s),):
         c = config_settings(s, name)
         log(f'  {name} ...')
-        grid[name] = bench_pipeline(c, device, data_root, tmp, flops,
-                                    peak_tflops(device_name(device), c.precision), f'{name}_')
+        grid[name] = g = bench_pipeline(c, device, data_root, tmp, flops,
+                                        peak_tflops(device_name(device), c.precision), f'{name}_')
+        m, b = g['methods']['mixco'], g['methods']['mocov2']  # as it goes: a log cut short keeps it
+        log(f'  {name}: MixCo {m["median_images_per_s"]:.0f} images/s (data wait '
+            f'{m["median_data_wait_fraction"]:.1%}), MoCo-v2 {b["median_images_per_s"]:.0f}, '
+            f'time ratio {g["time_ratio"]:.2f}')
     return grid
 
 

@@ -159,4 +159,5 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, subprocess_env):
     assert 0 <= result['paper_setting_data_wait'] < 1 and result['mixco_moco_time_ratio'] > 0
     assert result['device'] and (tmp_path / 'data').is_dir()
     assert 'Paper setting, fastest configuration' in proc.stdout
+    assert 'gpu-bf16-cl-compile: MixCo ' in proc.stderr  # each configuration logged as it ends
     assert 'paper_setting_images_per_s: ' in proc.stdout
