@@ -217,6 +217,8 @@ def configure_wandb(cfg: Any) -> Optional[str]:
     if importlib.util.find_spec('wandb') is None:  # e.g. a GPU image: train, log locally
         cfg.visualizer.vis_backends = [b for b in cfg.visualizer.vis_backends
                                        if b.get('type') not in WANDB_BACKENDS]
+        if os.environ.get('WANDB_MODE') == 'disabled':  # asked for no wandb: nothing to say
+            return None
         return ('warning: wandb is not installed, so this run logs locally only (scalars.json '
                 'in the work dir); pip install wandb to log it to wandb')
     mode, warning = wandb_mode()

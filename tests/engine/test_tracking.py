@@ -56,8 +56,13 @@ def test_without_wandb_installed_the_run_logs_locally_with_one_warning(tmp_path,
     cfg = Config(dict(work_dir=str(tmp_path / 'run'), visualizer=dict(
         type='Visualizer', vis_backends=[dict(type='LocalVisBackend'),
                                          dict(type='WandbVisBackend')])))
+    monkeypatch.delenv('WANDB_MODE', raising=False)
     warning = configure_wandb(cfg)
     assert len(warning.splitlines()) == 1 and 'wandb is not installed' in warning
+    assert cfg.visualizer.vis_backends == [dict(type='LocalVisBackend')]
+    monkeypatch.setenv('WANDB_MODE', 'disabled')  # wandb switched off: no warning either
+    cfg.visualizer.vis_backends.append(dict(type='WandbVisBackend'))
+    assert configure_wandb(cfg) is None
     assert cfg.visualizer.vis_backends == [dict(type='LocalVisBackend')]
 
 
