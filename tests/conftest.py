@@ -1,4 +1,5 @@
 """Shared fixtures: the repo root, a free TCP port, and a small fake Tiny-ImageNet."""
+import importlib.util
 import os
 import socket
 import sys
@@ -10,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmark.layout import import_path  # noqa: E402
+
+# Tests of the wandb integration itself; a machine without wandb (a GPU image) skips them, and
+# the suite runs there with the wandb backends dropped (benchmark/engine/tracking.py).
+needs_wandb = pytest.mark.skipif(importlib.util.find_spec('wandb') is None,
+                                 reason='wandb is not installed')
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,6 +12,7 @@ from benchmark.engine.tracking import (
     record_rows,
     wandb_mode,
 )
+from tests.conftest import needs_wandb
 
 RECORD = dict(id='r1', method='mixco', backbone='resnet18', pretrain_data='digits',
               pretrain_epochs=3, eval_data='digits',
@@ -38,6 +39,7 @@ def test_online_with_api_key_and_env_mode_wins(no_credentials, monkeypatch):
     assert wandb_mode() == ('disabled', None)
 
 
+@needs_wandb
 def test_configure_sets_mode_project_and_name(no_credentials, tmp_path):
     cfg = Config(dict(work_dir=str(tmp_path / 'mixco_r18_tiny'), visualizer=dict(
         type='Visualizer', vis_backends=[dict(type='LocalVisBackend'),
@@ -74,6 +76,7 @@ def test_record_rows_long_form():
             'NA(one class)'] in rows
 
 
+@needs_wandb
 def test_log_record_writes_the_table_to_an_offline_run(tmp_path, no_credentials):
     """With a real offline wandb run the record's rows land in the run's logged table."""
     vis = Visualizer(name='wandb-test', save_dir=str(tmp_path), vis_backends=[
@@ -94,6 +97,7 @@ def test_log_record_without_wandb_backend_is_a_no_op(tmp_path):
     assert log_record(vis, RECORD) is False
 
 
+@needs_wandb
 @pytest.mark.slow
 def test_unreachable_wandb_server_means_one_warning_and_offline(tmp_path, monkeypatch, capsys):
     """Online mode, a key, but nothing listening: the run goes on offline after one warning."""

@@ -20,7 +20,7 @@ from mmengine.visualization import Visualizer
 from benchmark.engine import tracking
 from benchmark.engine.tracking import PROBE_TIMEOUT_S, log_record, probe_wandb_server
 from benchmark.layout import import_path
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_wandb
 
 KEY = 'k' * 40
 SERVERS = ('silent', 'http500', 'refuses_key', 'closed')
@@ -130,6 +130,7 @@ def start_backend(tmp_path: Path, url: str, monkeypatch) -> tuple:
     return time.monotonic() - start, vis
 
 
+@needs_wandb
 @pytest.mark.parametrize('kind', SERVERS)
 def test_backend_starts_offline_with_one_warning(kind, tmp_path, online_env, capsys):
     """The probe sends the run offline before wandb.init: one warning, seconds, the same run id."""
@@ -144,6 +145,7 @@ def test_backend_starts_offline_with_one_warning(kind, tmp_path, online_env, cap
     assert len(runs) == 1 and list(runs[0].glob('files/media/table/eval/results_*.table.json'))
 
 
+@needs_wandb
 def test_init_failing_after_the_probe_retries_offline_under_the_same_id(tmp_path, online_env,
                                                                        capsys):
     """The probe passes but wandb.init fails: wandb-core still holds the id (`run ID ... is in
@@ -190,6 +192,7 @@ def offline_seconds(tmp_path_factory, fake_tiny) -> float:
     return seconds
 
 
+@needs_wandb
 @pytest.mark.slow
 @pytest.mark.parametrize('kind', SERVERS)
 def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny, offline_seconds):
