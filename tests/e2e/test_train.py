@@ -46,8 +46,10 @@ def test_dist_train_two_cpu_processes(tmp_path, fake_tiny, free_port, subprocess
     assert (record['method'], record['world_size'], record['total_batch']) == ('mixco', 2, 16)
     assert set(record['protocols']) == {'knn', 'linear_fast', 'cluster', 'cluster_tsne'}
     assert (records[0].with_suffix('') / 'tsne.png').is_file()
-    warning = 'wandb has no credentials' if importlib.util.find_spec('wandb') else 'wandb is not installed'
-    assert proc.stderr.count(warning) == 1
+    if importlib.util.find_spec('wandb') is None:  # a GPU image: local logs, one warning
+        assert proc.stderr.count('wandb is not installed') == 1
+        return
+    assert proc.stderr.count('wandb has no credentials') == 1
     tables = list(work_dir.glob('**/wandb/offline-run-*/files/media/table/eval/*.table.json'))
     assert len(tables) == 1  # the evaluation reached the training's (offline) wandb run
     logged = json.loads(tables[0].read_text())['data']
