@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')
     for item in items:
-        if 'cuda' in item.keywords:
+        if item.get_closest_marker('cuda'):
             item.add_marker(skip)
 
 

@@ -23,6 +23,9 @@ PYTHON=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1 WANDB_MODE=disabled
 declare -A STATUS
+for s in $STEPS; do  # all names checked before anything runs
+  case $s in env|tests|kill|speed) ;; *) echo "error: unknown step '$s' (env, tests, kill, speed)" >&2; exit 2 ;; esac
+done
 
 if compgen -G "$WHEELS/*.whl" > /dev/null; then  # the machine's own torch stays
   SITE=${SITE:-/tmp/gpu-proof-site}
@@ -46,7 +49,7 @@ for s in $STEPS; do
     env)
       step env "$PYTHON" -c "
 import importlib.util, sys, torch, torchvision, mmengine, lightly, faiss
-import lightly.loss, lightly.models.modules, benchmark.components, methods
+import lightly.loss, lightly.models.modules, benchmark.components, methods, pytest
 kornia = importlib.util.find_spec('kornia') and __import__('kornia').__version__  # speed's views part
 print('python', sys.version.split()[0], '| torch', torch.__version__, '| torchvision',
       torchvision.__version__, '| mmengine', mmengine.__version__, '| lightly', lightly.__version__,
@@ -69,11 +72,14 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
     kill)  # a real dist_train.sh run on NCCL: 2 epochs of 20,000 images at the paper's total
       # batch 128 on one GPU (156 iterations each); KILL_ARGS' options override these
       # shellcheck disable=SC2086
+      kill_work=$(mktemp -d /tmp/gpu-proof-kill.XXXXXX)
       step kill_resume "$PYTHON" tools/kill_resume.py configs/mixco_r18_tiny_fast.py --nproc 1 \
         --epochs 2 --kill-at 250 --iter-interval 100 --fake-images 20000 \
         --cfg-options train_dataloader.batch_size=128 \
-        --work-dir "$(mktemp -d /tmp/gpu-proof-kill.XXXXXX)" --out "$OUT/kill_resume.json" \
-        ${KILL_ARGS:-}
+        --work-dir "$kill_work" --out "$OUT/kill_resume.json" ${KILL_ARGS:-}
+      for f in "$kill_work"/*.log; do  # the runs' own logs: their ends, in the one file that returns
+        [ -f "$f" ] && { echo "--- tail of $(basename "$f")"; tail -n 25 "$f"; } >> "$OUT/kill_resume.log"
+      done
       ;;
     speed)  # the paper's setting, PIL and device views, fp32 and bf16 + channels_last, compile
       # shellcheck disable=SC2086
@@ -83,7 +89,6 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       step speed "$PYTHON" tools/benchmark_speed.py --paper --data-dir /tmp/gpu-proof-data \
         --num-workers "$workers" --out-dir "$OUT" ${SPEED_ARGS:-}
       ;;
-    *) echo "error: unknown step '$s' (env, tests, kill, speed)" >&2; exit 2 ;;
   esac
 done
 
@@ -97,5 +102,6 @@ done
 if [ -n "${STATUS[kill_resume]:-}" ]; then grep -E '^(gloo|nccl|FAILED|kill-resume)' "$OUT/kill_resume.log"; fi
 if [ -n "${STATUS[speed]:-}" ]; then
   grep -E '^(paper_setting|mixco_moco_time|compile_speedup|pipeline_eff)' "$OUT/speed.log"
+  grep -i -m 3 'recompil' "$OUT/speed.log" || true  # dynamo's limit: compiled code falls back
 fi
 exit "$failed"

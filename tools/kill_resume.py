@@ -6,7 +6,8 @@
 Runs through tools/dist_train.sh (NCCL on a GPU, gloo CPU processes without one) on a generated
 Tiny-ImageNet-format folder (--fake-images, default 20,000) or --data-root, then trains the same
 config uninterrupted (--no-reference skips it) and compares the weights: required bit-identical
-on CPU, reported on a GPU (cuDNN is not deterministic). Exit 0: passed; 1: failed; 2: bad input.
+on CPU, reported on a GPU (cuDNN is not deterministic) beside the difference between two
+uninterrupted runs. Exit 0: passed; 1: failed; 2: bad input.
 """
 import json
 import math
@@ -81,7 +82,9 @@ def main(argv=None) -> int:
           f"{args.kill_at} (rc {result['killed_rc']}), resumed from {result['resumed_from_iter']}"
           f" (rc {result['resumed_rc']}), ended at {result.get('final_iter')}; "
           + (f"vs uninterrupted: identical={cmp['identical']}, max |diff| "
-             f"{cmp['max_abs_diff']:.3g}" if cmp else 'no comparison'))
+             f"{cmp['max_abs_diff']:.3g}" if cmp else 'no comparison')
+          + (f"; two uninterrupted runs: max |diff| {result['noise_floor']['max_abs_diff']:.3g}"
+             if 'noise_floor' in result else ''))
     for failure in result['failures']:
         print(f'FAILED: {failure}')
     print('kill-resume: ' + ('passed' if result['passed'] else 'FAILED') + f' (logs in {work})')

@@ -6,7 +6,8 @@ from its newest checkpoint and trained to the end; an uninterrupted run of the s
 be the reference the resumed weights are compared with. On CPU resume is bit-identical (the
 fault campaign checks that on tiny configs, and `require_identical` makes it a condition here);
 on a GPU cuDNN's convolution kernels are not deterministic (``randomness.deterministic=False``,
-as the paper configs run), so there the comparison is reported, not required.
+as the paper configs run), so there the comparison is reported, not required, next to the
+difference between two uninterrupted runs (``noise_floor``), which says what "close" means.
 `tools/kill_resume.py` runs it; the fault campaign's own cases live in `fault_campaign`.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ from benchmark.harness.fault_runs import IMPORTS, differing, referenced_corrupt,
 from benchmark.layout import LAST_CHECKPOINT
 
 _RESUMED = re.compile(r'resumed epoch: (\d+), iter: (\d+)')
+# How a SIGKILL shows: the process's own code, or torchrun's report of its child.
+_SIGKILLED = re.compile(r'exitcode\s*:\s*-9|Signal 9 \(SIGKILL\)')
 
 
 def overlay_config(path: str, config: str, *, data_root: Optional[str], epochs: int,
@@ -50,6 +53,11 @@ def overlay_config(path: str, config: str, *, data_root: Optional[str], epochs: 
     return path
 
 
+def killed_by_sigkill(proc) -> bool:
+    """The run died of SIGKILL (not of an error of its own before the kill)."""
+    return proc.returncode == -9 or bool(_SIGKILLED.search(proc.stdout + proc.stderr))
+
+
 def final_state(work_dir: str) -> tuple:
     """(iteration, model state) of the checkpoint `last_checkpoint` names (weights-only)."""
     pointer = Path(work_dir) / LAST_CHECKPOINT
@@ -72,16 +80,20 @@ def compare(a: dict, b: dict) -> dict:
 def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, nproc: int = 1,
                     epochs: int = 2, kill_at: int, iter_interval: int,
                     options: Optional[dict] = None, reference: bool = True,
-                    require_identical: Optional[bool] = None, timeout: float = 1800,
-                    log: Callable[[str], None] = print) -> dict:
+                    require_identical: Optional[bool] = None, noise_floor: Optional[bool] = None,
+                    timeout: float = 1800, log: Callable[[str], None] = print) -> dict:
     """Kill the run after iteration ``kill_at``, resume it, and check it ends where it should.
 
     Returns what happened (return codes, where it resumed, final iteration, seconds, the
     comparison with the uninterrupted run) and ``passed``; ``failures`` says why not.
-    ``require_identical`` (default: on CPU) makes bit-identity with the reference a condition.
+    ``require_identical`` (default: on CPU) makes bit-identity with the reference a condition;
+    ``noise_floor`` (default: where identity is not required) trains a second uninterrupted run
+    and reports how far the two references are apart.
     """
     if require_identical is None:
         require_identical = not torch.cuda.is_available()
+    if noise_floor is None:
+        noise_floor = reference and not require_identical
     Path(work).mkdir(parents=True, exist_ok=True)
     common = dict(data_root=data_root, epochs=epochs, iter_interval=iter_interval,
                   options=options)
@@ -105,6 +117,14 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
     killed = timed_train(killed_cfg, run_dir, False, 'killed')
     if killed.returncode == 0:
         failures.append(f'the run was not killed at iteration {kill_at} (it has fewer?)')
+    elif not killed_by_sigkill(killed):
+        failures.append(f'the run failed (rc {killed.returncode}) before the kill at iteration '
+                        f'{kill_at}: see killed.log')
+    try:  # the newest complete checkpoint the kill left: where --resume must continue
+        out['newest_checkpoint_iter'] = final_state(run_dir)[0]
+    except (FileNotFoundError, ValueError) as err:
+        out['newest_checkpoint_iter'] = None
+        failures.append(f'after the kill: {err}')
     resumed = timed_train(plain_cfg, run_dir, True, 'resumed')
     found = _RESUMED.search(resumed.stdout + resumed.stderr)
     out['resumed_from_iter'] = int(found.group(2)) if found else None
@@ -113,9 +133,9 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
                         f'{(resumed.stderr.strip().splitlines() or [""])[-1][:300]}')
     elif not found:
         failures.append('the resumed run did not log "resumed epoch: E, iter: I"')
-    elif not 0 < out['resumed_from_iter'] <= kill_at:
-        failures.append(f'resumed from iteration {out["resumed_from_iter"]}, not a checkpoint '
-                        f'at or before the kill ({kill_at})')
+    elif out['resumed_from_iter'] != out['newest_checkpoint_iter']:
+        failures.append(f'resumed from iteration {out["resumed_from_iter"]}, not from the newest '
+                        f'checkpoint the kill left ({out["newest_checkpoint_iter"]})')
     out['corrupt_checkpoints'] = referenced_corrupt(run_dir)
     failures += [f'corrupt checkpoint: {c}' for c in out['corrupt_checkpoints']]
     if resumed.returncode == 0:
@@ -135,6 +155,13 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
                 if require_identical and not out['comparison']['identical']:
                     failures.append(f'{out["comparison"]["tensors_differing"]} tensors differ '
                                     f'from the uninterrupted run')
+                if noise_floor:
+                    again_dir = osp.join(work, 'reference2')
+                    again = timed_train(plain_cfg, again_dir, False, 'reference2')
+                    if again.returncode == 0:
+                        out['noise_floor'] = compare(ref_weights, final_state(again_dir)[1])
+                    else:
+                        failures.append(f'the second uninterrupted run exited {again.returncode}')
     out['require_identical'] = require_identical
     out['passed'] = not failures
     return out

@@ -8,7 +8,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from benchmark.harness.kill_resume import compare, overlay_config
+from benchmark.harness.kill_resume import compare, killed_by_sigkill, overlay_config
 from tests.conftest import ROOT
 
 TINY = ['train_dataloader.dataset.input_size=32', 'train_dataloader.batch_size=4',
@@ -38,6 +38,15 @@ def test_compare_reports_identity_and_the_largest_difference():
                                        max_abs_diff=0.0)
     out = compare(a, dict(w=torch.tensor([1.0, 1.5, 0.0]), n=torch.tensor(2)))
     assert (out['identical'], out['tensors_differing'], out['max_abs_diff']) == (False, 1, 1.0)
+
+
+def test_a_kill_is_told_from_a_crash():
+    def proc(rc, out=''):
+        return subprocess.CompletedProcess([], rc, stdout=out, stderr='')
+    assert killed_by_sigkill(proc(-9))  # one process
+    torchrun = '  exitcode  : -9 (pid: 2440)  (SIGKILL)\n  traceback : Signal 9 (SIGKILL) received'
+    assert killed_by_sigkill(proc(1, torchrun))
+    assert not killed_by_sigkill(proc(1, 'RuntimeError: CUDA out of memory\n  exitcode  : 1'))
 
 
 def tool(args, env, timeout=900):
@@ -76,6 +85,25 @@ def test_fast_config_killed_and_resumed_under_torchrun_is_bit_identical(tmp_path
     result = json.loads(out.read_text())
     assert result['passed'] and result['failures'] == [] and result['backend'] == 'gloo'
     assert result['killed_rc'] != 0 and result['resumed_rc'] == 0 == result['reference_rc']
-    assert result['resumed_from_iter'] == 4 and result['final_iter'] == 16 == result['reference_iter']
+    assert result['resumed_from_iter'] == 4 == result['newest_checkpoint_iter']
+    assert result['final_iter'] == 16 == result['reference_iter']
+    assert 'noise_floor' not in result  # identity is required on CPU: no second reference
     assert result['comparison']['identical'] and result['corrupt_checkpoints'] == []
     assert 'kill-resume: passed' in proc.stdout
+
+
+@pytest.mark.slow
+def test_report_only_mode_measures_the_noise_floor(tmp_path, fake_tiny):
+    """The GPU mode (identity reported, not required) on CPU: a second uninterrupted run gives
+    the noise floor, which is zero here, and the run passes on its iterations alone."""
+    from benchmark.harness.kill_resume import kill_and_resume
+    options = dict(item.split('=') for item in TINY)
+    options = {k: int(v) for k, v in options.items()}
+    result = kill_and_resume(str(ROOT / 'configs' / 'mocov2_r18_tiny.py'), str(tmp_path),
+                             data_root=fake_tiny, kill_at=5, iter_interval=3, options=options,
+                             require_identical=False, log=lambda msg: None)
+    assert result['passed'], result['failures']
+    assert (result['newest_checkpoint_iter'], result['resumed_from_iter']) == (3, 3)
+    assert result['noise_floor'] == dict(identical=True, tensors_differing=0,
+                                         tensors=result['noise_floor']['tensors'], max_abs_diff=0.0)
+    assert result['comparison']['identical']  # CPU: identical although not required
