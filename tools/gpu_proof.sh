@@ -80,6 +80,7 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       for f in "$kill_work"/*.log; do  # the runs' own logs: their ends, in the one file that returns
         [ -f "$f" ] && { echo "--- tail of $(basename "$f")"; tail -n 25 "$f"; } >> "$OUT/kill_resume.log"
       done
+      rm -rf "$kill_work"  # its fake images; kill_resume.py removed the checkpoints
       ;;
     speed)  # the paper's setting, PIL and device views, fp32 and bf16 + channels_last, compile
       # shellcheck disable=SC2086

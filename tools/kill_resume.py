@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument('--no-reference', action='store_true',
                    help='skip the uninterrupted run (no weight comparison)')
     p.add_argument('--timeout', type=non_negative_int, default=1800, help='seconds per run')
+    p.add_argument('--keep-checkpoints', action='store_true',
+                   help="leave the runs' checkpoints in the work dir (hundreds of MB each)")
     p.add_argument('--out', type=output_file, help='write the result as JSON here')
     return p.parse_args(argv)
 
@@ -74,6 +76,9 @@ def main(argv=None) -> int:
                              options=args.cfg_options, reference=not args.no_reference,
                              timeout=args.timeout or None)
     result['work_dir'] = work
+    if not args.keep_checkpoints:  # compared: the logs stay, the disk space goes back
+        from benchmark.harness.fault_runs import remove_checkpoints
+        remove_checkpoints(work)
     if args.out:
         with open(args.out, 'w') as f:
             json.dump(result, f, indent=2)

@@ -90,6 +90,7 @@ def test_fast_config_killed_and_resumed_under_torchrun_is_bit_identical(tmp_path
     assert 'noise_floor' not in result  # identity is required on CPU: no second reference
     assert result['comparison']['identical'] and result['corrupt_checkpoints'] == []
     assert 'kill-resume: passed' in proc.stdout
+    assert not list((tmp_path / 'w').glob('**/*.pth'))  # compared, then removed
 
 
 @pytest.mark.slow
