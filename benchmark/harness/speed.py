@@ -154,8 +154,8 @@ def compile_speedup(grid: dict) -> dict:
     """MixCo's images/s with torch.compile over the same configuration without it, for each
     'X-compile' of the grid whose X is there too (> 1: compile wins there)."""
     ips = {n: c['methods']['mixco']['median_images_per_s'] for n, c in grid.items()}
-    out = {n[:-len('-compile')]: ips[n] / ips[n[:-len('-compile')]] for n in ips
-           if n.endswith('-compile') and n[:-len('-compile')] in ips}
+    eager = {n: n.removesuffix('-compile') for n in ips if n.endswith('-compile')}
+    out = {e: ips[n] / ips[e] for n, e in eager.items() if e in ips}
     return dict(compile_speedup=out) if out else {}
 
 

@@ -6,12 +6,7 @@ import torch
 from mmengine.hooks import Hook
 
 from benchmark.engine.compile_hook import CompileHook, compile_encoders
-from methods.moco import MoCo
-
-
-def tiny_moco():
-    torch.manual_seed(0)
-    return MoCo(backbone=dict(depth=18, small_stem=True), feature_dim=16, queue_size=32).eval()
+from tests.engine.test_fast_switches import tiny_moco
 
 
 def test_compile_encoders_compiles_each_resnet_once_and_keeps_names_and_outputs():

@@ -20,11 +20,8 @@ SUITE = ("configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.p
 
 
 @pytest.fixture
-def suite(tmp_path):
-    path = tmp_path / 'plan.py'
-    path.write_text(SUITE)
-    return expand_suite(str(path), results_root=str(tmp_path / 'results'),
-                        work_root=str(tmp_path / 'work'))
+def suite(suite_from_text):
+    return suite_from_text(SUITE, 'plan.py')
 
 
 def record(run, protocols, status='ok', seed=None, sha=None, eval_data='digits'):

@@ -11,7 +11,6 @@ import benchmark.components  # noqa: F401
 from benchmark.harness.suite_plan import plan_suite
 from benchmark.harness.suite_report import log_suite_to_wandb, render_suite, suite_records
 from benchmark.harness.suite_run import Outcome
-from benchmark.harness.suite_spec import expand_suite
 from benchmark.reports.records import build_record, write_record
 
 SUITE = ("configs = ['configs/mocov2_r18_digits.py', dict(config='configs/mixco_r18_digits.py',"
@@ -20,11 +19,8 @@ DEFAULT = ('knn', 'linear_fast', 'cluster', 'cluster_tsne')
 
 
 @pytest.fixture
-def suite(tmp_path):
-    path = tmp_path / 'board.py'
-    path.write_text(SUITE)
-    return expand_suite(str(path), results_root=str(tmp_path / 'results'),
-                        work_root=str(tmp_path / 'work'))
+def suite(suite_from_text):
+    return suite_from_text(SUITE, 'board.py')
 
 
 def record(run, top1, sha=None, **fields):
