@@ -77,6 +77,26 @@ def compare(a: dict, b: dict) -> dict:
                 max_abs_diff=worst)
 
 
+def against_reference(out: dict, weights: dict, uninterrupted: Callable[[str], Optional[dict]],
+                      require_identical: bool, noise_floor: bool) -> None:
+    """Compare the resumed weights with an uninterrupted run's (and, with ``noise_floor``, that
+    run with a second one); the results and any failures go into ``out``."""
+    failures = out['failures']
+    reference = uninterrupted('reference')
+    if reference is None:
+        return
+    out['comparison'] = compare(reference, weights)
+    if out['reference_iter'] != out['final_iter']:
+        failures.append(f'resumed run ended at iteration {out["final_iter"]}, the '
+                        f'uninterrupted one at {out["reference_iter"]}')
+    if require_identical and not out['comparison']['identical']:
+        failures.append(f'{out["comparison"]["tensors_differing"]} tensors differ from the '
+                        f'uninterrupted run')
+    again = uninterrupted('reference2') if noise_floor else None
+    if again is not None:
+        out['noise_floor'] = compare(reference, again)
+
+
 def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, nproc: int = 1,
                     epochs: int = 2, kill_at: int, iter_interval: int,
                     options: Optional[dict] = None, reference: bool = True,
@@ -141,27 +161,16 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
     if resumed.returncode == 0:
         out['final_iter'], weights = final_state(run_dir)
         if reference:
-            ref_dir = osp.join(work, 'reference')
-            ref = timed_train(plain_cfg, ref_dir, False, 'reference')
-            if ref.returncode != 0:
-                failures.append(f'the uninterrupted run exited {ref.returncode}')
-            else:
-                ref_iter, ref_weights = final_state(ref_dir)
-                out['reference_iter'] = ref_iter
-                out['comparison'] = compare(ref_weights, weights)
-                if ref_iter != out['final_iter']:
-                    failures.append(f'resumed run ended at iteration {out["final_iter"]}, the '
-                                    f'uninterrupted one at {ref_iter}')
-                if require_identical and not out['comparison']['identical']:
-                    failures.append(f'{out["comparison"]["tensors_differing"]} tensors differ '
-                                    f'from the uninterrupted run')
-                if noise_floor:
-                    again_dir = osp.join(work, 'reference2')
-                    again = timed_train(plain_cfg, again_dir, False, 'reference2')
-                    if again.returncode == 0:
-                        out['noise_floor'] = compare(ref_weights, final_state(again_dir)[1])
-                    else:
-                        failures.append(f'the second uninterrupted run exited {again.returncode}')
+            def uninterrupted(name: str) -> Optional[dict]:
+                """Its final weights, or None (a failure noted) when it did not finish."""
+                folder = osp.join(work, name)
+                proc = timed_train(plain_cfg, folder, False, name)
+                if proc.returncode != 0:
+                    failures.append(f'the uninterrupted run {name} exited {proc.returncode}')
+                    return None
+                out[f'{name}_iter'], state = final_state(folder)
+                return state
+            against_reference(out, weights, uninterrupted, require_identical, noise_floor)
     out['require_identical'] = require_identical
     out['passed'] = not failures
     return out
