@@ -1,6 +1,7 @@
 """benchmark.harness.speed_views: the views of one batch, device path vs PIL (vs kornia)."""
 import builtins
 
+import pytest
 import torch
 
 from benchmark.harness import speed_views
@@ -38,3 +39,28 @@ def test_bench_views_times_both_paths(monkeypatch):
     assert ms['device_path'] > 0 and ms['pil_per_image'] > 0 and ms['kornia'] is None
     assert out['pil_over_device_path'] == ms['pil_per_image'] / ms['device_path']
     assert torch.get_num_threads() == threads  # the PIL timing's single thread is undone
+
+
+def test_kornia_views_are_two_per_sample_views():
+    pytest.importorskip('kornia')
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (6, 3, 24, 24), dtype=torch.uint8)
+    views = kornia_views(16, torch.device('cpu'))(x)
+    assert len(views) == 2 and all(v.shape == (6, 3, 16, 16) for v in views)
+    assert not torch.equal(views[0], views[1])
+    # per-sample parameters: no two images of a constant batch come out the same
+    same = torch.full((6, 3, 24, 24), 128, dtype=torch.uint8)
+    same[:, :, :12] = 30  # an edge, so that crops differ
+    out = kornia_views(16, torch.device('cpu'))(same)[0].flatten(1)
+    assert all(not torch.equal(out[i], out[j]) for i in range(6) for j in range(i))
+
+
+def test_kornia_draws_one_jitter_order_per_batch():
+    """Why kornia was not kept (README, Configs): its ColorJitter draws one order of the four
+    adjustments per call, i.e. per batch, where torchvision's ColorJitter in the PIL path (and
+    our device views) draw one per image. If kornia changes this, revisit that decision."""
+    K = pytest.importorskip('kornia.augmentation')
+    params = K.ColorJitter(0.4, 0.4, 0.4, 0.1, p=1.0).forward_parameters(torch.Size((8, 3, 16,
+                                                                                     16)))
+    assert params['brightness_factor'].shape == (8,)  # factors per image
+    assert params['order'].shape == (4,)  # one order for the whole batch
