@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
 
+from benchmark.atomic_io import atomic_write_text  # noqa: E402
 from benchmark.engine.cli import (ArgumentParser, non_negative_int, output_dir,  # noqa: E402
                                   output_file, run_tool)
 from benchmark.harness.speed import HEADLINE, PARTS, run  # noqa: E402
@@ -108,26 +109,32 @@ def settings(args: argparse.Namespace) -> Settings:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+
+    def write(result: dict) -> str:
+        """The JSON and table files of a result (partial ones too), each replaced atomically."""
+        result['settings'] = asdict(s)
+        table = markdown(result, s)
+        outs = [(args.out, args.table)]
+        if args.out_dir:
+            stem = Path(args.out_dir) / result['device_slug']
+            outs.append((f'{stem}.json', f'{stem}.md'))
+            Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+        for out, md in outs:
+            if out:
+                atomic_write_text(out, json.dumps(result, indent=2) + '\n')
+            if md:
+                atomic_write_text(md, table)
+        return table
+
     try:
         s = settings(args)
-        result = run(s, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+        result = run(s, log=lambda msg: print(msg, file=sys.stderr, flush=True), save=write)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         if args.debug:
             traceback.print_exc()
         print(f'error: benchmark_speed: {err}', file=sys.stderr)
         return 2
-    result['settings'] = asdict(s)
-    table = markdown(result, s)
-    outs = [(args.out, args.table)]
-    if args.out_dir:
-        stem = Path(args.out_dir) / result['device_slug']
-        outs.append((f'{stem}.json', f'{stem}.md'))
-        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-    for out, md in outs:
-        if out:
-            Path(out).write_text(json.dumps(result, indent=2) + '\n')
-        if md:
-            Path(md).write_text(table)
+    table = write(result)
     print(table)
     for key in (k for k in HEADLINE if k in result):
         value = result[key]

@@ -120,14 +120,17 @@ def pipeline_flops(s: Settings, device: torch.device) -> Dict[str, float]:
 
 
 def bench_grid(s: Settings, device: torch.device, data_root: str, tmp: str,
-               flops: Dict[str, float], log: Callable[[str], None]) -> dict:
-    """bench_pipeline for each configuration (the settings' own when s.configs is empty)."""
-    grid = {}
+               flops: Dict[str, float], log: Callable[[str], None],
+               grid: Optional[dict] = None, done: Callable[[], None] = lambda: None) -> dict:
+    """bench_pipeline for each configuration (the settings' own when s.configs is empty), into
+    `grid`; done() after each configuration (run() saves the partial result there)."""
+    grid = {} if grid is None else grid
     for name in s.configs or (config_name(s),):
         c = config_settings(s, name)
         log(f'  {name} ...')
         grid[name] = g = bench_pipeline(c, device, data_root, tmp, flops,
                                         peak_tflops(device_name(device), c.precision), f'{name}_')
+        done()
         m, b = g['methods']['mixco'], g['methods']['mocov2']  # as it goes: a log cut short keeps it
         log(f'  {name}: MixCo {m["median_images_per_s"]:.0f} images/s (data wait '
             f'{m["median_data_wait_fraction"]:.1%}), MoCo-v2 {b["median_images_per_s"]:.0f}, '
@@ -159,8 +162,11 @@ def compile_speedup(grid: dict) -> dict:
     return dict(compile_speedup=out) if out else {}
 
 
-def run(s: Settings, log: Callable[[str], None] = print) -> dict:
-    """Every part not in s.skip: headline keys at the top level, raw numbers under their part."""
+def run(s: Settings, log: Callable[[str], None] = print,
+        save: Callable[[dict], None] = lambda partial: None) -> dict:
+    """Every part not in s.skip: headline keys at the top level, raw numbers under their part.
+    save(partial) gets the result so far, marked 'partial', after each part and each pipeline
+    configuration, so that a run cut short (a job's time limit) still leaves what it measured."""
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     # One thread on CPU by default: while other processes share the cores, a thread that is
     # descheduled stalls every OpenMP barrier, which made 2-thread steps 3-10x slower and erratic.
@@ -169,6 +175,11 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
     out = dict(device=describe_device(device), device_name=name,
                device_slug=device_slug(name, usable_cores()), memory_kind=MEMORY_KIND[device.type],
                peak_tflops={p: peak_tflops(name, p) for p in PRECISIONS}, notes=NOTES)
+
+    def saved(part: str) -> None:
+        save(dict(out, partial=dict(done=part, load_average=dict(start=load,
+                                                                 now=load_average()))))
+
     if device.type == 'cuda':
         out['cuda_tf32'] = dict(cudnn=torch.backends.cudnn.allow_tf32,
                                 matmul=torch.backends.cuda.matmul.allow_tf32)
@@ -183,11 +194,14 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
             log('bare training steps ...')
             out['steps'] = bench_steps(s, device)
             out.update(step_ratios(out['steps']))
+            saved('step')
         if 'pipeline' not in s.skip:
             log('pipeline (mmengine Runner) ...')
             flops = ({m: out['steps'][m]['flops_per_image'] for m in PIPELINE_METHODS}
                      if 'steps' in out else pipeline_flops(s, device))
-            grid = out['pipeline'] = bench_grid(s, device, data_root, tmp, flops, log)
+            grid = out['pipeline'] = {}
+            bench_grid(s, device, data_root, tmp, flops, log, grid,
+                       lambda: saved(f'pipeline {", ".join(grid)}'))
             out['pipeline_efficiency'] = min(p['median_efficiency'] for c in grid.values()
                                              for p in c['methods'].values())
             out.update(compile_speedup(grid))
@@ -196,12 +210,14 @@ def run(s: Settings, log: Callable[[str], None] = print) -> dict:
         if 'features' not in s.skip:
             log('feature extraction ...')
             out['features'] = bench_features(s, device, data_root)
+            saved('features')
     if 'knn' not in s.skip:
         log('kNN ...')
         knn = out['knn'] = bench_knn(s)
         out['faiss_speedup'] = paired_ratio(knn['seconds']['lightly'], knn['seconds']['faiss'])
         out['knn_over_matmul'] = paired_ratio(knn['seconds']['faiss'], knn['seconds']['matmul'])
         out['faiss_same_predictions'] = knn['mismatches_not_ties'] == 0
+        saved('knn')
     if 'views' not in s.skip:
         log('views ...')
         out['views'] = bench_views(s, device)

@@ -20,6 +20,9 @@ def header(result: dict, s: Settings) -> List[str]:
     if load.get('start') and load.get('end'):
         lines[-1:] = [f'Host load average (1, 5, 15 min) at start {load["start"]}, at end '
                       f'{load["end"]}.', '']
+    if result.get('partial'):
+        lines[-1:] = [f'Partial: written after {result["partial"]["done"]}; the parts below are '
+                      f'complete, the run had not ended (or was stopped).', '']
     peaks = list(result.get('peak_tflops') or ('bf16', 'fp32'))
     lines += [f'Peak: {peak_line(result.get("device_name", "cpu"), peaks)}.',
               f'Peak memory: {result["memory_kind"]}.', '']

@@ -4,10 +4,12 @@ import json
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
+from benchmark.harness import speed
 from benchmark.harness.speed import (HEADLINE, PARTS, bench_steps, compile_speedup, paper_keys,
                                      step_ratios)
 from benchmark.harness.speed_step import PAIRS
@@ -161,3 +163,64 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, subprocess_env):
     assert 'Paper setting, fastest configuration' in proc.stdout
     assert 'gpu-bf16-cl-compile: MixCo ' in proc.stderr  # each configuration logged as it ends
     assert 'paper_setting_images_per_s: ' in proc.stdout
+
+
+def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
+    """A run cut short (a GPU job's time limit) keeps each finished part: run() hands save() the
+    result so far, marked partial, after the steps, each pipeline configuration, the features
+    and kNN; the result it returns is whole and unmarked. Every part is a stub here."""
+    def pipeline(c, device, data_root, tmp, flops, peak, tag):
+        m = dict(median_images_per_s=2.0 if tag.startswith('gpu') else 1.0, median_data_wait_fraction=0.0,
+                 median_efficiency=1.0, bound='compute')
+        return dict(methods=dict(mixco=m, mocov2=m), time_ratio=1.2, memory_ratio=1.0)
+
+    monkeypatch.setattr(speed, 'fake_data', lambda s, tmp: tmp)
+    monkeypatch.setattr(speed, 'bench_steps', lambda s, device: dict(
+        mocov2=dict(flops_per_image=1.0), mixco=dict(flops_per_image=1.5)))
+    monkeypatch.setattr(speed, 'step_ratios', lambda steps: dict(mixco_moco_time_ratio=1.3))
+    monkeypatch.setattr(speed, 'bench_pipeline', pipeline)
+    monkeypatch.setattr(speed, 'bench_features', lambda s, device, root: dict(images_per_s=1.0))
+    monkeypatch.setattr(speed, 'bench_knn', lambda s: dict(
+        seconds=dict(lightly=[2.0], faiss=[1.0], matmul=[1.0]), mismatches_not_ties=0))
+    monkeypatch.setattr(speed, 'bench_views', lambda s, device: dict(views=1))
+    saves = []  # serialised at once, as tools/benchmark_speed.py writes them
+    s = Settings(configs=['pil-fp32', 'gpu-fp32'], paper=True)
+    result = speed.run(s, log=lambda msg: None, save=lambda r: saves.append(json.dumps(r)))
+    saves = [json.loads(r) for r in saves]
+    assert [r['partial']['done'] for r in saves] == [
+        'step', 'pipeline pil-fp32', 'pipeline pil-fp32, gpu-fp32', 'features', 'knn']
+    assert [list(r.get('pipeline', ())) for r in saves] == [
+        [], ['pil-fp32'], ['pil-fp32', 'gpu-fp32'], ['pil-fp32', 'gpu-fp32'],
+        ['pil-fp32', 'gpu-fp32']]
+    assert saves[0]['mixco_moco_time_ratio'] == 1.3 and 'features' in saves[3]
+    assert 'views' not in saves[-1] and saves[-1]['faiss_same_predictions'] is True
+    assert 'partial' not in result and result['views'] == dict(views=1)
+    assert result['paper_setting_config'] == 'gpu-fp32'
+
+
+@pytest.mark.slow
+def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
+    """SIGKILL after the first pipeline configuration is logged (it is saved before): the JSON and
+    table on disk hold it, marked partial (the device call of tools/gpu_proof.sh keeps what $OUT
+    has when its time runs out)."""
+    proc = subprocess.Popen(
+        [sys.executable, 'tools/benchmark_speed.py', '--paper', '--images', '32',
+         '--input-size', '16', '--batch', '4', '--pipeline-iters', '2', '--pipeline-warmup', '1',
+         '--num-workers', '0', '--configs', 'pil-fp32', 'gpu-fp32', '--skip', 'step',
+         '--out-dir', str(tmp_path)], cwd=ROOT, env=subprocess_env, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        for line in proc.stderr:
+            if line.startswith('  pil-fp32: MixCo') or time.monotonic() > deadline:
+                break
+        proc.kill()
+    finally:
+        proc.wait()
+    assert proc.returncode == -9  # killed, not ended
+    (path,) = tmp_path.glob('*.json')
+    result = json.loads(path.read_text())
+    assert result['partial']['done'] == 'pipeline pil-fp32'
+    assert list(result['pipeline']) == ['pil-fp32'] and 'features' not in result
+    text = path.with_suffix('.md').read_text()
+    assert 'Partial: written after pipeline pil-fp32' in text and '| pil-fp32 | MoCo-v2 |' in text
