@@ -107,35 +107,36 @@ def settings(args: argparse.Namespace) -> Settings:
     return s
 
 
+def write(result: dict, s: Settings, args: argparse.Namespace) -> str:
+    """The JSON and table files of a result (partial ones too), each replaced atomically; the
+    table."""
+    result['settings'] = asdict(s)
+    table = markdown(result, s)
+    outs = [(args.out, args.table)]
+    if args.out_dir:
+        stem = Path(args.out_dir) / result['device_slug']
+        outs.append((f'{stem}.json', f'{stem}.md'))
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    for out, md in outs:
+        if out:
+            atomic_write_text(out, json.dumps(result, indent=2) + '\n')
+        if md:
+            atomic_write_text(md, table)
+    return table
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-
-    def write(result: dict) -> str:
-        """The JSON and table files of a result (partial ones too), each replaced atomically."""
-        result['settings'] = asdict(s)
-        table = markdown(result, s)
-        outs = [(args.out, args.table)]
-        if args.out_dir:
-            stem = Path(args.out_dir) / result['device_slug']
-            outs.append((f'{stem}.json', f'{stem}.md'))
-            Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-        for out, md in outs:
-            if out:
-                atomic_write_text(out, json.dumps(result, indent=2) + '\n')
-            if md:
-                atomic_write_text(md, table)
-        return table
-
     try:
         s = settings(args)
-        result = run(s, log=lambda msg: print(msg, file=sys.stderr, flush=True), save=write)
+        result = run(s, log=lambda msg: print(msg, file=sys.stderr, flush=True),
+                     save=lambda partial: write(partial, s, args))
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         if args.debug:
             traceback.print_exc()
         print(f'error: benchmark_speed: {err}', file=sys.stderr)
         return 2
-    table = write(result)
-    print(table)
+    print(write(result, s, args))
     for key in (k for k in HEADLINE if k in result):
         value = result[key]
         if isinstance(value, dict):  # e.g. compile_speedup per configuration

@@ -18,6 +18,7 @@ import tempfile
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
+from benchmark.atomic_io import atomic_write_text  # noqa: E402
 from benchmark.engine.cli import (ArgumentParser, existing_dir, fail, non_negative_int,  # noqa: E402
                                   one_line, output_file, positive_int, run_tool)
 from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
@@ -79,9 +80,8 @@ def main(argv=None) -> int:
     if not args.keep_checkpoints:  # compared: the logs stay, the disk space goes back
         from benchmark.harness.fault_runs import remove_checkpoints
         remove_checkpoints(work)
-    if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(result, f, indent=2)
+    if args.out:  # replaced whole or not at all, as every results file of the suite
+        atomic_write_text(args.out, json.dumps(result, indent=2) + '\n')
     cmp = result.get('comparison', {})
     print(f"{result['backend']} x{args.nproc} on {result['device']}: killed after iteration "
           f"{args.kill_at} (rc {result['killed_rc']}), resumed from {result['resumed_from_iter']}"
