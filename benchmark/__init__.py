@@ -1,1 +1,2 @@
-"""Datasets, views and evaluation protocols of the MixCo benchmark suite."""
+"""Everything around the methods: data, evaluation, reports, the safe mmengine run, suites and
+the quality harness, one subpackage per concern with imports running one way."""

@@ -1,20 +1,37 @@
-"""Process helpers asked one way everywhere: rank, main process, any-process, unwrap, leave."""
-import os
+"""Process helpers asked one way everywhere: rank, main process, any-process, unwrap, leave.
 
-import torch
-import torch.distributed as torch_dist
-from torch import nn
+torch is imported only where a process group is used, so that the command-line checks of every
+tool (`benchmark.cli`) ask `is_main` without loading it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+
+def _group():
+    """torch.distributed when a process group is running in this process, else None."""
+    torch_dist = sys.modules.get('torch.distributed')
+    if torch_dist is not None and torch_dist.is_available() and torch_dist.is_initialized():
+        return torch_dist
+    return None
 
 
 def rank() -> int:
-    """Global rank of this process: the process group's, else torchrun's RANK, else 0.
+    """Global rank of this process: the process group's, else torchrun's RANK, else SLURM's
+    SLURM_PROCID, else 0.
 
     The environment is read where no process group exists yet (argument checks, config
     errors), so that only rank 0 prints.
     """
-    if torch_dist.is_available() and torch_dist.is_initialized():
-        return torch_dist.get_rank()
-    return int(os.environ.get('RANK', '0'))
+    group = _group()
+    if group is not None:
+        return group.get_rank()
+    return int(os.environ.get('RANK', os.environ.get('SLURM_PROCID', '0')) or 0)
 
 
 def local_rank() -> int:
@@ -29,14 +46,16 @@ def is_main() -> bool:
 
 def distributed() -> bool:
     """True when a process group with more than one process is running."""
-    return (torch_dist.is_available() and torch_dist.is_initialized()
-            and torch_dist.get_world_size() > 1)
+    group = _group()
+    return group is not None and group.get_world_size() > 1
 
 
 def any_process(flag: bool) -> bool:
     """True on every process if ``flag`` is True on any (a collective when distributed)."""
     if not distributed():
         return flag
+    import torch
+    import torch.distributed as torch_dist
     device = 'cuda' if torch_dist.get_backend() == 'nccl' else 'cpu'
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     torch_dist.all_reduce(value, op=torch_dist.ReduceOp.MAX)
@@ -45,8 +64,9 @@ def any_process(flag: bool) -> bool:
 
 def barrier() -> None:
     """Wait for every process (no-op in one process)."""
-    if torch_dist.is_available() and torch_dist.is_initialized():
-        torch_dist.barrier()
+    group = _group()
+    if group is not None:
+        group.barrier()
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -60,6 +80,7 @@ def leave_together() -> None:
     A process that exits while another still holds the gloo connection can be aborted by
     gloo's teardown (SIGABRT), failing a run that had finished.
     """
-    if torch_dist.is_available() and torch_dist.is_initialized():
-        torch_dist.barrier()
-        torch_dist.destroy_process_group()
+    group = _group()
+    if group is not None:
+        group.barrier()
+        group.destroy_process_group()

@@ -3,6 +3,7 @@
 One table edit adds a method (``METHODS``), a dataset (``DATASETS``) or a protocol
 (``PROTOCOLS``); every module that names one of them reads it from here.
 """
+import re
 from typing import Dict, Tuple
 
 # Registered model type -> (record name, table label). Order = leaderboard order.
@@ -92,3 +93,16 @@ def protocol_name(name: str) -> str:
 def protocol_family(protocol: str) -> str:
     """'cluster' for the cluster-index protocols, else 'classification'."""
     return 'cluster' if protocol.startswith('cluster') else 'classification'
+
+
+def canonical_data(name: str) -> str:
+    """One spelling per dataset, so records and the paper's rows share groups."""
+    low = str(name).strip().lower()
+    return DATA_ALIASES.get(low, low)
+
+
+def canonical_backbone(name: str) -> str:
+    """'r18', 'ResNet-18', 'resnet_18' -> 'resnet18'; other names lower-cased."""
+    low = str(name).strip().lower()
+    match = re.fullmatch(r'(?:r|resnet)[-_]?(\d+)', low)
+    return f'resnet{match.group(1)}' if match else low

@@ -1,5 +1,6 @@
-"""The floor plan holds: imports run one way, no circles, small files, configs name only the
-registration module, every module has a test that imports it (DESIGN.md "Layout")."""
+"""The floor plan holds: imports run one way, no circles, no private names across modules, small
+files, a sentence in every package's __init__, configs name only the registration module, every
+module has a test that imports it (docs/design.md "Layout")."""
 import ast
 
 import pytest
@@ -9,9 +10,11 @@ from benchmark.layout import REPO_ROOT
 
 PACKAGES = ('methods', 'benchmark', 'tools')
 # Layer of each benchmark subpackage; a module may import its own layer and the ones below.
-LAYERS = {'harness': 4, 'evaluation': 3, 'engine': 2, 'data': 1, 'reports': 1}
-FOUNDATION = {'names', 'layout', 'dist', 'atomic_io', 'components'}
-FACES = {'knn', 'cluster'}  # contract re-exports (DESIGN.md "Public contracts")
+# suites and harness share a layer and never import each other (like data and reports).
+LAYERS = {'suites': 4, 'harness': 4, 'evaluation': 3, 'engine': 2, 'data': 1, 'reports': 1}
+SIDE_BY_SIDE = [{'data', 'reports'}, {'suites', 'harness'}]
+FOUNDATION = {'names', 'layout', 'dist', 'atomic_io', 'cli', 'components'}
+FACES = {'knn', 'cluster'}  # contract re-exports (docs/design.md "Public contracts")
 
 
 def _modules():
@@ -90,7 +93,7 @@ def test_methods_import_nothing_from_benchmark():
 
 @pytest.mark.parametrize('module', sorted(m for m in MODULES if m.startswith('benchmark')))
 def test_imports_run_one_way(module):
-    """tools -> harness -> evaluation -> engine -> data | reports -> foundation | methods."""
+    """tools -> suites | harness -> evaluation -> engine -> data | reports -> foundation | methods."""
     if module in ('benchmark.components',) or module.split('.')[-1] in FACES:
         return  # the registration module and the faces sit on top by design
     own = _layer(module)
@@ -100,16 +103,18 @@ def test_imports_run_one_way(module):
         if dep == 'benchmark.components' or dep.split('.')[-1] in FACES and dep.count('.') == 1:
             pytest.fail(f'{module} imports {dep}, which only configs and tools use')
         same = dep.split('.')[:2] == module.split('.')[:2]
-        if own <= 1 and _layer(dep) == 1 and not same:
-            pytest.fail(f'{module} imports {dep}: data and reports do not import each other')
-        assert same or _layer(dep) < own or dep.split('.')[1] in FOUNDATION or dep == 'benchmark', \
+        pair = {module.split('.')[1], dep.split('.')[1]} if dep.count('.') else set()
+        if not same and pair in SIDE_BY_SIDE:
+            pytest.fail(f'{module} imports {dep}: {" and ".join(sorted(pair))} do not import each other')
+        assert dep == 'benchmark' or same or _layer(dep) < own or dep.split('.')[1] in FOUNDATION, \
             f'{module} (layer {own}) imports {dep} (layer {_layer(dep)}): imports run one way'
 
 
 def test_foundation_imports_only_foundation_and_methods():
     for name in FOUNDATION - {'components'}:
         deps = GRAPH[f'benchmark.{name}']
-        assert all(d.startswith('methods') or d.split('.')[1] in FOUNDATION for d in deps), deps
+        assert all(d.startswith('methods') or d == 'benchmark' or d.split('.')[1] in FOUNDATION
+                   for d in deps), deps
 
 
 def test_benchmark_top_level_holds_foundation_faces_and_subpackages():
@@ -161,7 +166,8 @@ def test_every_module_has_a_test_that_imports_it():
 
 
 def test_tests_mirror_the_packages():
-    for sub in ('methods', 'data', 'evaluation', 'reports', 'engine', 'harness', 'e2e'):
+    for sub in ('methods', 'data', 'evaluation', 'reports', 'engine', 'engine/config', 'suites',
+                'harness/speed', 'harness/faults', 'e2e'):
         assert (REPO_ROOT / 'tests' / sub).is_dir(), sub
     assert not [p.name for p in (REPO_ROOT / 'tests').glob('test_*.py')
                 if p.stem.replace('test_', '') not in FOUNDATION | FACES | {'configs', 'architecture', 'readme'}]
@@ -170,3 +176,53 @@ def test_tests_mirror_the_packages():
 def test_no_test_loads_a_tool_by_file_path():
     for path in (REPO_ROOT / 'tests').rglob('*.py'):
         assert 'spec_from_file_location' not in path.read_text() or path.name == 'test_architecture.py', path
+
+
+def _private_imports(path):
+    """(module, name) of every `from X import _name` of a project module in `path`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or '').split('.')[0]
+                                                 in PACKAGES):
+            found += [(node.module, a.name) for a in node.names
+                      if a.name.startswith('_') and not a.name.startswith('__')]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    paths = list(MODULES.values()) + sorted((REPO_ROOT / 'tests').rglob('*.py'))
+    bad = {str(p.relative_to(REPO_ROOT)): found for p in paths if (found := _private_imports(p))}
+    assert not bad, f'private names imported across modules (make them public): {bad}'
+
+
+def test_private_import_check_catches_one(tmp_path):
+    sample = tmp_path / 'sample.py'
+    sample.write_text('from benchmark.data.base import _hidden, visible\n')
+    assert _private_imports(sample) == [('benchmark.data.base', '_hidden')]
+
+
+def test_every_package_init_says_what_the_room_holds():
+    inits = [p for p in MODULES.values() if p.name == '__init__.py']
+    assert len(inits) >= 11
+    silent = [str(p.relative_to(REPO_ROOT)) for p in inits
+              if len((ast.get_docstring(ast.parse(p.read_text())) or '').split()) < 5]
+    assert not silent, f'packages whose __init__.py has no sentence: {silent}'
+
+
+def test_harness_holds_no_suites_and_config_rules_live_in_engine_config():
+    harness = {m for m in MODULES if m.startswith('benchmark.harness')}
+    assert not [m for m in harness if 'suite' in m]
+    assert {'benchmark.suites.spec', 'benchmark.suites.plan', 'benchmark.suites.runner',
+            'benchmark.suites.report'} <= set(MODULES)
+    data_deps = {d for m, deps in GRAPH.items() if m.startswith('benchmark.data') for d in deps}
+    assert not [d for d in data_deps if d.startswith('benchmark.engine')]
+
+
+def test_training_time_hooks_do_not_import_the_after_training_evaluation():
+    for hook in ('benchmark.evaluation.knn_monitor', 'benchmark.evaluation.online_probe'):
+        seen, todo = set(), [hook]
+        while todo:  # everything the hook imports, transitively, inside the project
+            for dep in GRAPH[todo.pop()] - seen:
+                seen.add(dep)
+                todo.append(dep)
+        assert 'benchmark.evaluation.evaluate' not in seen, hook

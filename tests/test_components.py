@@ -96,7 +96,7 @@ def test_imports_name_what_configs_list():
     # the closure is real: it reaches the hooks, the datasets and the models
     assert {'benchmark.engine.preemption', 'benchmark.data.image_files', 'methods.mixco',
             'benchmark.evaluation.linear_probe'} <= REACHED
-    assert 'benchmark.harness.fault_hooks' not in REACHED  # the campaign's hooks stay out
+    assert 'benchmark.harness.faults.hooks' not in REACHED  # the campaign's hooks stay out
 
 
 @pytest.mark.parametrize('config', CONFIGS)

@@ -8,7 +8,7 @@ from mmengine.registry import DATASETS, MODELS
 
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
-from benchmark.data.gpu_views import fill_view_size
+from benchmark.engine.config.views import fill_view_size
 from tests.conftest import ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))

@@ -17,12 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
 
 from benchmark.atomic_io import atomic_write_text  # noqa: E402
-from benchmark.engine.cli import (ArgumentParser, non_negative_int, output_dir,  # noqa: E402
+from benchmark.cli import (ArgumentParser, non_negative_int, output_dir,  # noqa: E402
                                   output_file, run_tool)
-from benchmark.harness.speed import HEADLINE, PARTS, run  # noqa: E402
-from benchmark.harness.speed_pipeline import PAPER_GRID, config_settings  # noqa: E402
-from benchmark.harness.speed_report import markdown  # noqa: E402
-from benchmark.harness.timing import Settings  # noqa: E402
+from benchmark.harness.speed.bench import HEADLINE, PARTS, run  # noqa: E402
+from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings  # noqa: E402
+from benchmark.harness.speed.report import markdown  # noqa: E402
+from benchmark.harness.speed.timing import Settings  # noqa: E402
 
 # --paper: the paper's setting on one GPU (total batch 128) over a 20,000-image folder, one
 # epoch per configuration of the grid; any of these given on the command line wins.

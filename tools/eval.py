@@ -11,9 +11,9 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.engine.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
+from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
                                   output_dir, positive_int, run_tool)
-from benchmark.engine.config_check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
+from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
 from benchmark.engine.launch import config_identity  # noqa: E402
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402

@@ -15,9 +15,9 @@ import time
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
-from benchmark.harness import fault_campaign as fc  # noqa: E402
+from benchmark.harness.faults import campaign as fc  # noqa: E402
 from benchmark.data.fakes import make_fake_tiny_imagenet  # noqa: E402
-from benchmark.engine.cli import ArgumentParser, non_negative_int, output_dir, run_tool  # noqa: E402
+from benchmark.cli import ArgumentParser, non_negative_int, output_dir, run_tool  # noqa: E402
 
 
 def main(argv=None) -> int:

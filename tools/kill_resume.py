@@ -19,9 +19,9 @@ import tempfile
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
 from benchmark.atomic_io import atomic_write_text  # noqa: E402
-from benchmark.engine.cli import (ArgumentParser, existing_dir, fail, non_negative_int,  # noqa: E402
+from benchmark.cli import (ArgumentParser, existing_dir, fail, non_negative_int,  # noqa: E402
                                   one_line, output_file, positive_int, run_tool)
-from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
+from benchmark.engine.config.check import CfgOptionsAction, validate_config  # noqa: E402
 from benchmark.engine.launch import load_config  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         return fail(f'--work-dir {args.work_dir} is not empty (an old run there would be '
                     f'resumed): give a new or empty folder')
     from benchmark.data.fakes import make_fake_tiny_imagenet
-    from benchmark.harness.kill_resume import kill_and_resume
+    from benchmark.harness.faults.kill_resume import kill_and_resume
     work = args.work_dir or tempfile.mkdtemp(prefix='kill-resume-')
     data_root = args.data_root
     if data_root is None:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
                              timeout=args.timeout or None)
     result['work_dir'] = work
     if not args.keep_checkpoints:  # compared: the logs stay, the disk space goes back
-        from benchmark.harness.fault_runs import remove_checkpoints
+        from benchmark.harness.faults.runs import remove_checkpoints
         remove_checkpoints(work)
     if args.out:  # replaced whole or not at all, as every results file of the suite
         atomic_write_text(args.out, json.dumps(result, indent=2) + '\n')

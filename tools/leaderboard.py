@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmark.engine.cli import ArgumentParser, existing_dir, existing_file, run_tool  # noqa: E402
+from benchmark.cli import ArgumentParser, existing_dir, existing_file, run_tool  # noqa: E402
 from benchmark.layout import PAPER_RESULTS, RESULTS_DIR  # noqa: E402
 from benchmark.reports.render import render_leaderboard  # noqa: E402
 

@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.engine.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
+from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
                                   output_dir, run_tool)
-from benchmark.harness.suite import run_suite  # noqa: E402
+from benchmark.suites.suite import run_suite  # noqa: E402
 from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS  # noqa: E402
 
 

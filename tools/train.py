@@ -15,9 +15,9 @@ import benchmark.components  # noqa: E402,F401  registers every type a config ca
 from benchmark import dist  # noqa: E402
 from benchmark.engine.channels_last import use_channels_last_wrapper  # noqa: E402
 from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
-from benchmark.engine.cli import ArgumentParser, fail, one_line  # noqa: E402
+from benchmark.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
-from benchmark.engine.config_check import CfgOptionsAction, validate_config  # noqa: E402
+from benchmark.engine.config.check import CfgOptionsAction, validate_config  # noqa: E402
 from benchmark.engine.launch import check_data, config_identity, load_config  # noqa: E402
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402

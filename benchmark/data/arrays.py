@@ -10,9 +10,9 @@ import numpy as np
 from mmengine.registry import DATASETS
 from PIL import Image
 
-from benchmark.data.base import DataRootError, _ImageDataset, _split  # noqa: F401
+from benchmark.data.base import DataRootError, ImageDataset, split_name
 
-def _unpickle(path: Path) -> Dict[str, Any]:
+def unpickle(path: Path) -> Dict[str, Any]:
     # The official batches were pickled by Python 2: 'latin1' turns their str keys into
     # str (as torchvision reads them); keys that are bytes (re-dumped files) are decoded.
     with open(path, 'rb') as f:
@@ -21,7 +21,7 @@ def _unpickle(path: Path) -> Dict[str, Any]:
 
 
 @DATASETS.register_module()
-class CIFAR10(_ImageDataset):
+class CIFAR10(ImageDataset):
     """CIFAR-10 from the official python pickle batches (``cifar-10-batches-py/``).
 
     Read directly rather than through torchvision, whose md5 checks reject generated test
@@ -65,7 +65,7 @@ class CIFAR10(_ImageDataset):
     @classmethod
     def _read(cls, data_root: str, path: Path) -> Dict[str, Any]:
         try:
-            return _unpickle(path)
+            return unpickle(path)
         except Exception as e:  # noqa: BLE001 - garbage raises almost any error in pickle
             problem = f'is malformed: {path.name} is not a pickle batch ({type(e).__name__})'
             raise cls._error(data_root, problem) from None
@@ -90,7 +90,7 @@ class CIFAR10(_ImageDataset):
             root = root / cls.FOLDER
         if not root.is_dir():
             raise cls._error(data_root, 'not found')
-        files = cls.TRAIN_FILES if _split(split) == 'train' else cls.TEST_FILES
+        files = cls.TRAIN_FILES if split_name(split) == 'train' else cls.TEST_FILES
         missing = [name for name in files + [cls.META_FILE] if not (root / name).is_file()]
         if len(missing) == len(files) + 1 and root.name != cls.FOLDER:
             missing = [f'{cls.FOLDER}/']
@@ -123,7 +123,7 @@ class CIFAR100(CIFAR10):
 
 
 @DATASETS.register_module()
-class Digits(_ImageDataset):
+class Digits(ImageDataset):
     """scikit-learn's bundled digits: 1,797 8x8 grey images of 10 classes, as RGB.
 
     The data ships inside scikit-learn, so there are no files and nothing to download;
@@ -146,7 +146,7 @@ class Digits(_ImageDataset):
         digits = load_digits()
         train, val = train_test_split(np.arange(len(digits.target)), test_size=0.2,
                                       random_state=0, stratify=digits.target)
-        keep = train if _split(split) == 'train' else val
+        keep = train if split_name(split) == 'train' else val
         # Pixel values are counts 0-16; scale to the 0-255 range the views expect.
         self.images = np.round(digits.images[keep] * (255 / 16)).astype(np.uint8)
         self.targets = digits.target[keep].tolist()
@@ -155,7 +155,7 @@ class Digits(_ImageDataset):
     @classmethod
     def check_root(cls, data_root: str = '', split: str = 'train') -> None:
         """Nothing to check: the data is embedded in scikit-learn."""
-        _split(split)
+        split_name(split)
 
     def _load(self, index: int) -> Image.Image:
         return Image.fromarray(self.images[index]).convert('RGB')

@@ -18,7 +18,6 @@ from benchmark.data.sampler import SampleKey
 from benchmark.data.scan import to_rgb
 from benchmark.data.seeding import seeded_rng
 from benchmark.data.views import build_view
-from benchmark.layout import SCAN_CACHE  # noqa: F401  (re-exported for the folder datasets)
 
 
 Samples = List[Tuple[str, int]]
@@ -47,32 +46,32 @@ class BadImageError(DataRootError):
         super().__init__(message)
 
 
-def _split(split: str) -> str:
+def split_name(split: str) -> str:
     """Map a split name to 'train' or 'val' ('test' is an alias of 'val')."""
     if split not in ('train', 'val', 'test'):
         raise ValueError(f"unknown split {split!r}; valid splits: train, val, test")
     return 'train' if split == 'train' else 'val'
 
 
-def _identity(image: Image.Image) -> Image.Image:
+def identity(image: Image.Image) -> Image.Image:
     return image
 
 
-def _load_rgb(path: str) -> Image.Image:
+def load_rgb(path: str) -> Image.Image:
     with open(path, 'rb') as f:
         return to_rgb(Image.open(f))
 
 
-def _check_policy(bad_data: str) -> None:
+def check_bad_data_policy(bad_data: str) -> None:
     if bad_data not in BAD_DATA:
         raise ValueError(f"bad_data={bad_data!r} unknown; valid: {', '.join(BAD_DATA)}")
 
 
-def _examples(data_root: str, paths: List[str], count: int = 2) -> str:
+def examples_of(data_root: str, paths: List[str], count: int = 2) -> str:
     return ', '.join(os.path.relpath(p, data_root) for p in paths[:count])
 
 
-class _ImageDataset(Dataset):
+class ImageDataset(Dataset):
     """Labels, class names and the view; subclasses set ``classes``/``targets`` and load images."""
 
     classes: List[str]
@@ -81,7 +80,7 @@ class _ImageDataset(Dataset):
     def __init__(self, input_size: int, view: Optional[Union[str, dict]]) -> None:
         # view=None returns the decoded PIL image, which tests and feature dumps want; a
         # module-level function rather than a lambda keeps the dataset picklable for workers.
-        self.transform: Callable = _identity if view is None else build_view(view, input_size)
+        self.transform: Callable = identity if view is None else build_view(view, input_size)
 
     def _load(self, index: int) -> Image.Image:
         raise NotImplementedError

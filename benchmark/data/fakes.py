@@ -225,7 +225,7 @@ def write_odd_format_images(folder: str | Path, size: int = 16, seed: int = 0) -
     return sorted(str(folder / name) for name in images)
 
 
-def _image_files(root: Path) -> List[str]:
+def image_files_under(root: Path) -> List[str]:
     """Image files under ``root`` (not hidden, torchvision's extensions), sorted."""
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -267,7 +267,7 @@ def corrupt_image_folder(root: str | Path, truncated: float = 0.05, non_image: f
     Returns:
         ``{'truncated': [...], 'non_image': [...], 'zero_byte': [...]}``, sorted paths.
     """
-    files = _image_files(Path(root))
+    files = image_files_under(Path(root))
     shares = dict(truncated=truncated, non_image=non_image, zero_byte=zero_byte)
     counts = {k: max(1, round(v * len(files))) if v > 0 else 0 for k, v in shares.items()}
     if sum(counts.values()) > len(files):

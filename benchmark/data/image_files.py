@@ -18,18 +18,19 @@ from mmengine.registry import DATASETS
 from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from benchmark.data.base import (BAD_DATA, SCAN_CACHE, SKIP_HINT, BadImageError,  # noqa: F401
-                                 DataRootError, Samples, _check_policy, _examples, _ImageDataset,
-                                 _load_rgb, _split)
+from benchmark.data.base import (SKIP_HINT, BadImageError,
+                                 DataRootError, Samples, check_bad_data_policy, examples_of, ImageDataset,
+                                 load_rgb, split_name)
+from benchmark.layout import SCAN_CACHE
 from benchmark.data.scan import LABELS, ScanReport, check_image, scan_image_files
 
-class _FolderDataset(_ImageDataset):
+class _FolderDataset(ImageDataset):
     """Image files on disk: every file is checked once before use, per ``bad_data``."""
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
                  view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:
         super().__init__(input_size, view)
-        _check_policy(bad_data)
+        check_bad_data_policy(bad_data)
         self.data_root, self.bad_data = data_root, bad_data
         self.classes, samples = self._index(data_root, split)
         self.scan_report = self._scan(data_root, samples, bad_data)
@@ -56,7 +57,7 @@ class _FolderDataset(_ImageDataset):
     def check_images(cls, data_root: str, split: str = 'train',
                      bad_data: str = 'strict') -> ScanReport:
         """Decode every image file of ``split``; raise DataRootError for bad ones if strict."""
-        _check_policy(bad_data)
+        check_bad_data_policy(bad_data)
         return cls._scan(data_root, cls._index(data_root, split)[1], bad_data, log=False)
 
     @classmethod
@@ -66,11 +67,11 @@ class _FolderDataset(_ImageDataset):
         report = scan_image_files([path for path, _ in samples], cache_file=cache and str(cache))
         if report.bad and bad_data == 'strict':
             raise DataRootError(f'{data_root}: {report.summary()}, e.g. '
-                                f'{_examples(data_root, report.bad_files)}; fix or remove them, '
+                                f'{examples_of(data_root, report.bad_files)}; fix or remove them, '
                                 f'or {SKIP_HINT}')
         if report.bad and log:  # the dataset logs what it skips; check_images does not
             print_log(f'{data_root}: skipped {report.summary()} (bad_data=skip), e.g. '
-                      f'{_examples(data_root, report.bad_files, 3)}', 'current', logging.WARNING)
+                      f'{examples_of(data_root, report.bad_files, 3)}', 'current', logging.WARNING)
         return report
 
     def _item(self, index: int) -> Dict[str, Any]:
@@ -81,7 +82,7 @@ class _FolderDataset(_ImageDataset):
             if self._broken[i]:
                 continue
             try:
-                image = _load_rgb(self.samples[i][0])
+                image = load_rgb(self.samples[i][0])
             except Exception:  # noqa: BLE001 - decoding errors come in many types
                 self._broken_file(i)
                 continue
@@ -99,7 +100,7 @@ class _FolderDataset(_ImageDataset):
                   'files skipped in all', 'current', logging.WARNING)
 
     def _load(self, index: int) -> Image.Image:
-        return _load_rgb(self.samples[index][0])
+        return load_rgb(self.samples[index][0])
 
 
 @DATASETS.register_module()
@@ -137,7 +138,7 @@ class TinyImageNet(_FolderDataset):
             root = root / cls.FOLDER
         if not root.is_dir():
             raise cls._error(data_root, 'not found')
-        needed = ['wnids.txt', 'train'] if _split(split) == 'train' else [
+        needed = ['wnids.txt', 'train'] if split_name(split) == 'train' else [
             'wnids.txt', 'val/images', 'val/val_annotations.txt']
         missing = [name for name in needed if not (root / name).exists()]
         if missing:
@@ -145,7 +146,7 @@ class TinyImageNet(_FolderDataset):
         wnids = sorted(line.strip() for line in (root / 'wnids.txt').read_text().splitlines()
                        if line.strip())
         index = {wnid: i for i, wnid in enumerate(wnids)}
-        if _split(split) == 'train':
+        if split_name(split) == 'train':
             samples = cls._train_samples(data_root, root / 'train', index)
         else:
             samples = cls._val_samples(data_root, root / 'val', index)
@@ -212,14 +213,14 @@ class ImageFolderDataset(_FolderDataset):
         root = Path(data_root)
         if not root.is_dir():
             raise cls._error(data_root, 'not found')
-        _split(split)
+        split_name(split)
         names = ['train'] if split == 'train' else [split, 'test' if split == 'val' else 'val']
         folders = [root / name for name in names if (root / name).is_dir()]
         if folders:
             root = folders[0]
         elif any((root / name).is_dir() for name in ('train', 'val', 'test')):
             raise cls._error(data_root, f'is malformed: missing {split}/')
-        found = {entry.name: _class_images(entry.path) for entry in os.scandir(root)
+        found = {entry.name: class_images(entry.path) for entry in os.scandir(root)
                  if entry.is_dir() and not entry.name.startswith('.')}
         classes = sorted(name for name, files in found.items() if files)
         if not classes:
@@ -228,7 +229,7 @@ class ImageFolderDataset(_FolderDataset):
                          for path in found[name]]
 
 
-def _class_images(folder: str) -> List[str]:
+def class_images(folder: str) -> List[str]:
     """Image files under ``folder`` in torchvision's order (sorted walk), hidden ones left out."""
     walked = []
     for parent, dirs, files in os.walk(folder, followlinks=True):

@@ -1,4 +1,4 @@
-"""The mmengine run made safe: config checks, checkpoints, resume, hooks, wandb.
+"""The mmengine run made safe: checkpoints, resume, hooks, pre-emption, wandb; the config checker in `config/`.
 
 | hook (registered name) | file | what it does |
 |---|---|---|
@@ -12,10 +12,9 @@
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
 | OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |
 
-Other modules: `config_check` (+ `config_schema` the machinery, `config_fields` the table of
-every field's range, `config_rules` the rules): every key and value checked before anything
-is built; `cli`: what every tool does with bad input (one `error:` line, exit code 2);
-`launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
+Other modules: `config/` (`check`, with `schema` the machinery, `fields` the table of every
+field's range, `rules` the rules, `views` the device-view rules): every key and value checked
+before anything is built; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
 `--resume` continues from; `compat`: the mmengine 0.10.7 fixes; `rng_state`: RNG states as
 checkpoint-safe data.

@@ -13,10 +13,10 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS
 
 from benchmark import dist
-from benchmark.data.gpu_views import fill_view_size
+from benchmark.engine.config.views import fill_view_size
 from benchmark.data.views import build_view
 from benchmark.engine.checkpoints import choose_resume_checkpoint, loadable
-from benchmark.engine.config_check import merge_options, read_config
+from benchmark.engine.config.check import merge_options, read_config
 from benchmark.layout import default_work_dir
 
 

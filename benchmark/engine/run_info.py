@@ -1,4 +1,4 @@
-"""mmengine hooks of the suite."""
+"""RunInfoHook: world size, total batch, time per epoch and peak memory, kept in checkpoint meta."""
 import resource
 import time
 from typing import List, Optional

@@ -18,6 +18,7 @@ from benchmark import dist, layout
 from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
+from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.linear_paper import (
     default_linear_config,
@@ -27,7 +28,6 @@ from benchmark.evaluation.linear_paper import (
 from benchmark.evaluation.protocols import run_protocols
 from benchmark.names import (
     DATA_NAMES,
-    DATA_TYPES,
     DEFAULT_PROTOCOLS,
     FEATURE_PROTOCOLS,
     METHOD_NAMES,
@@ -37,25 +37,6 @@ from benchmark.names import (
 from benchmark.reports.records import build_record, write_record
 from benchmark.reports.run_report import write_run_report
 from methods.backbones import build_resnet
-
-EVAL_TYPES = DATA_TYPES  # evaluation data name -> registered dataset type
-
-
-def eval_dataset_cfg(cfg: Config, eval_data: Optional[str] = None,
-                     data_root: Optional[str] = None) -> dict:
-    """Dataset config for evaluation: the pretraining data, or `eval_data` (transfer)."""
-    train = cfg.train_dataloader.dataset
-    if eval_data is None:  # the pretraining data, with its bad_data policy if it has one
-        policy = {'bad_data': train.bad_data} if 'bad_data' in train else {}
-        return dict(type=train.type, data_root=data_root or train.get('data_root', ''),
-                    input_size=train.get('input_size', 224), **policy)
-    if eval_data not in DATA_TYPES:
-        raise ValueError(f'--eval-data {eval_data!r} unknown; choose from {sorted(DATA_TYPES)}')
-    if data_root is None and eval_data != 'digits':
-        raise ValueError(f'--eval-data {eval_data} needs --data-root (the folder of its files)')
-    return dict(type=DATA_TYPES[eval_data], data_root=data_root or '',
-                input_size=train.get('input_size', 224))
-
 
 def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
                       protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),

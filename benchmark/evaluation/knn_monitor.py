@@ -14,28 +14,11 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import DATASETS, HOOKS
 from torch.utils.data import Subset
 
-from benchmark.evaluation.evaluate import eval_dataset_cfg
+from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_predict
+from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
 from benchmark.evaluation.topk import topk_accuracy
-
-
-def log_epoch_metrics(runner, prefix: str, accuracy: Dict[str, float], epoch: int,
-                      detail: str) -> Dict[str, float]:
-    """Log an epoch's accuracies as `<prefix>/<metric>` scalars (message hub, visualizer by
-    epoch) and one log line; return the scalars. Shared by the monitors run during training."""
-    scalars = {f'{prefix}/{name}': value for name, value in accuracy.items()}
-    for key, value in scalars.items():
-        runner.message_hub.update_scalar(key, value)
-    runner.visualizer.add_scalars(scalars, step=epoch)
-    runner.logger.info(f'{prefix}: epoch {epoch}: ' + '  '.join(
-        f'{name} {value:.2f}' for name, value in accuracy.items()) + f' ({detail})')
-    return scalars
-
-
-def fixed_subset(rng: np.random.Generator, length: int, size: int) -> np.ndarray:
-    """`min(size, length)` distinct indices of range(length), sorted (dataset order)."""
-    return np.sort(rng.choice(length, size=min(size, length), replace=False))
 
 
 @HOOKS.register_module()

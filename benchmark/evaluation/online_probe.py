@@ -23,9 +23,9 @@ from torch.utils.data import Subset
 
 from benchmark import dist
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
-from benchmark.evaluation.evaluate import eval_dataset_cfg
+from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.knn_monitor import fixed_subset, log_epoch_metrics
+from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
 from benchmark.evaluation.topk import topk_accuracy
 
 PROTOCOL = 'online_linear'
@@ -56,7 +56,7 @@ def probe_step(head: nn.Linear, optimizer: torch.optim.Optimizer, features: Tens
     return loss.detach()
 
 
-class _Tap:
+class FeatureTap:
     """Catches the backbone's output for the first view of the current training step."""
 
     def __init__(self) -> None:
@@ -120,7 +120,7 @@ class OnlineLinearProbeHook(Hook):
         self.head: Optional[nn.Linear] = None
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.last: Optional[Dict[str, float]] = None  # metrics of the latest validation
-        self._tap = _Tap()
+        self._tap = FeatureTap()
         self._handles: list = []
         self._pending: Optional[dict] = None
         self._val: Optional[Subset] = None

@@ -20,7 +20,6 @@ from benchmark.evaluation.linear_fast import train_linear_probe
 from benchmark.evaluation.topk import topk_accuracy
 from benchmark.names import ACCURACY, CLUSTER, FEATURE_PROTOCOLS, protocol_name
 
-PROTOCOLS = FEATURE_PROTOCOLS
 
 
 
@@ -46,7 +45,7 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
         train: (features (N, C), labels (N,)) of the split the probes fit / kNN searches.
         test: (features (M, C), labels (M,)) scored by kNN and the probe.
         num_classes: Number of classes of the evaluation data.
-        protocols: Subset of PROTOCOLS ('tsne' means 'cluster_tsne'). 'cluster' computes the indices on the training
+        protocols: Subset of FEATURE_PROTOCOLS ('tsne' means 'cluster_tsne'). 'cluster' computes the indices on the training
             features of the paper's Fig. 3 subset; 'cluster_tsne' adds the same indices on its 2-D
             t-SNE embedding and draws the figure to `figure_path`.
         knn_k, knn_temperature: Weighted kNN settings (InstDisc: 200, 0.1).
@@ -60,9 +59,9 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
         Protocol name -> {'settings': ..., 'metrics': ...}.
     """
     protocols = [protocol_name(p) for p in protocols]  # 'tsne' -> 'cluster_tsne'
-    unknown = set(protocols) - set(PROTOCOLS)
+    unknown = set(protocols) - set(FEATURE_PROTOCOLS)
     if unknown:
-        raise ValueError(f'unknown protocols {sorted(unknown)}; choose from {list(PROTOCOLS)}')
+        raise ValueError(f'unknown protocols {sorted(unknown)}; choose from {list(FEATURE_PROTOCOLS)}')
     (x_tr, y_tr), (x_te, y_te) = train, test
     out: Dict[str, dict] = {}
     if 'knn' in protocols:

@@ -1,0 +1,1 @@
+"""Results as data: result records, provenance, and the tables and reports generated from them."""

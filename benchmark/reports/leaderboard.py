@@ -17,37 +17,20 @@ import re
 import statistics
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from benchmark.names import (ACCURACY, BASELINES, CLUSTER, DATA_ALIASES, METHOD_ORDER,  # noqa: F401
-                             METRIC_FORMATS, METRICS, PAPER_MIXCO, PAPER_PROTOCOLS, PROTOCOL_ORDER, PROTOCOLS,
-                             protocol_family)
+from benchmark.names import (ACCURACY, BASELINES, CLUSTER, METHOD_ORDER, METRICS, METRIC_FORMATS,
+                             PAPER_MIXCO, PAPER_PROTOCOLS, PROTOCOLS, PROTOCOL_ORDER,
+                             canonical_backbone, canonical_data, protocol_family)
 
 SUITE = 'this suite'
-PROTOCOL_LABELS = PROTOCOLS
-CLASSIFICATION = ACCURACY
-FORMATS = METRIC_FORMATS
 KEY = ('backbone', 'pretrain_epochs', 'pretrain_data', 'eval_data', 'protocol', 'method')
 Row = Dict[str, Any]
 
 
-family = protocol_family
 
 
 def main_metric(protocol: str) -> Tuple[str, bool]:
     """The metric MixCo's Δ is taken on, and whether higher is better."""
-    return ('davies_bouldin', False) if family(protocol) == 'cluster' else ('top1', True)
-
-
-def canonical_data(name: str) -> str:
-    """One spelling per dataset, so records and the paper's rows share groups."""
-    low = str(name).strip().lower()
-    return DATA_ALIASES.get(low, low)
-
-
-def canonical_backbone(name: str) -> str:
-    """'r18', 'ResNet-18', 'resnet_18' -> 'resnet18'; other names lower-cased."""
-    low = str(name).strip().lower()
-    match = re.fullmatch(r'(?:r|resnet)[-_]?(\d+)', low)
-    return f'resnet{match.group(1)}' if match else low
+    return ('davies_bouldin', False) if protocol_family(protocol) == 'cluster' else ('top1', True)
 
 
 def backbone_label(name: str) -> str:
@@ -142,7 +125,7 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
             by_seed={}, tables=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
-        for metric in CLASSIFICATION:
+        for metric in ACCURACY:
             text = (entry.get(metric) or '').strip()
             if text and metric not in row['metrics']:  # the tables agree; keep the first
                 row['metrics'][metric] = dict(summarize([float(text)]), n=None, text=text)
@@ -235,7 +218,7 @@ def format_stat(stat: Optional[Dict[str, Any]], metric: str) -> str:
         return stat['text']
     if not stat['n']:
         return 'NA'
-    fmt = FORMATS.get(metric, '.4g')
+    fmt = METRIC_FORMATS.get(metric, '.4g')
     text = format(stat['mean'], fmt)
     if stat['std'] is not None:
         text += f" ± {stat['std']:{fmt}}"
@@ -265,7 +248,7 @@ def format_paired(paired: Optional[Dict[str, Any]], metric: str) -> str:
     """'+4.25 ± 0.35 (n=2)' of a paired difference over seeds; '' if none."""
     if not paired:
         return ''
-    fmt = FORMATS[metric]
+    fmt = METRIC_FORMATS[metric]
     text = format(paired['mean'], '+' + fmt)
     if paired['std'] is not None:
         text += f" ± {paired['std']:{fmt}}"
@@ -274,14 +257,14 @@ def format_paired(paired: Optional[Dict[str, Any]], metric: str) -> str:
 
 def _delta_cell(row: Row, column: str) -> str:
     if row['delta_baseline'] == column:
-        return _number(row['delta'], '+' + FORMATS[row['delta_metric']])
+        return _number(row['delta'], '+' + METRIC_FORMATS[row['delta_metric']])
     if row['paired'] and column == f"{row['delta_baseline']} paired":
         return format_paired(row['paired'], row['delta_metric'])
     return ''
 
 
 def _cells(row: Row, metrics: Sequence[str], deltas: List[Tuple[str, str]]) -> List[str]:
-    cells = [row['eval_data'], PROTOCOL_LABELS.get(row['protocol'], row['protocol']),
+    cells = [row['eval_data'], PROTOCOLS.get(row['protocol'], row['protocol']),
              row['label'], row['source'], row['status']]
     cells += [format_stat(row['metrics'].get(m), m) for m in metrics]
     cells += [_delta_cell(row, column) for column, _ in deltas]
@@ -292,7 +275,7 @@ def _cells(row: Row, metrics: Sequence[str], deltas: List[Tuple[str, str]]) -> L
 
 def _table(rows: List[Row], fam: str) -> List[str]:
     """Markdown lines of one table (one metric family of one pretraining group)."""
-    metrics = CLUSTER if fam == 'cluster' else CLASSIFICATION
+    metrics = CLUSTER if fam == 'cluster' else ACCURACY
     deltas = _delta_columns(rows)
     arrows = {'davies_bouldin': ' ↓', 'calinski_harabasz': ' ↑'}
     header = (['eval data', 'protocol', 'method', 'source', 'status']
@@ -327,7 +310,7 @@ def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/r
     for (backbone, epochs, data), group in groups.items():
         lines += ['', f'## {backbone_label(backbone)} · {epochs} pretraining epochs · {data}']
         for fam, title in (('classification', 'Accuracy (%)'), ('cluster', 'Cluster indices')):
-            subset = [row for row in group if family(row['protocol']) == fam]
+            subset = [row for row in group if protocol_family(row['protocol']) == fam]
             if subset:
                 lines += ['', f'### {title}', ''] + _table(subset, fam)
     return '\n'.join(lines) + '\n'
@@ -345,7 +328,7 @@ def _csv_record(row: Row) -> Dict[str, Any]:
     out = {k: row[k] for k in KEY + ('source', 'status', 'delta_baseline', 'delta_metric',
                                       'delta', 'time_s_per_epoch', 'peak_memory_gb',
                                       'total_batch', 'note')}
-    out.update(protocol_label=PROTOCOL_LABELS.get(row['protocol'], row['protocol']),
+    out.update(protocol_label=PROTOCOLS.get(row['protocol'], row['protocol']),
                method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']),
                variant=row.get('variant', ''))
     paired = row.get('paired') or {}

@@ -29,7 +29,6 @@ from benchmark.reports.provenance import git_state, host_info, package_versions
 
 SCHEMA = 1
 PROTOCOLS = tuple(names.PROTOCOLS)
-STATUSES = names.STATUSES
 REQUIRED_FIELDS = ('schema', 'id', 'created', 'method', 'backbone', 'pretrain_data',
                    'pretrain_epochs', 'eval_data', 'protocols', 'seed', 'world_size',
                    'total_batch', 'time_s_per_epoch', 'peak_memory_gb', 'config', 'checkpoint',
@@ -102,8 +101,8 @@ def _check_fields(method: str, backbone: str, pretrain_data: str, eval_data: str
                         ('pretrain_data', pretrain_data), ('eval_data', eval_data)):
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f'record: {name} must be a non-empty string, got {value!r}')
-    if status not in STATUSES:
-        raise ValueError(f'record: status {status!r} is not one of {STATUSES}')
+    if status not in names.STATUSES:
+        raise ValueError(f'record: status {status!r} is not one of {names.STATUSES}')
     for name, value in ints.items():
         unknown_ok = name in ('world_size', 'total_batch') and value is None
         if not unknown_ok and (isinstance(value, bool) or not isinstance(value, int)):

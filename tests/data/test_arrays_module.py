@@ -5,7 +5,7 @@ import pytest
 from mmengine.registry import DATASETS
 
 from benchmark.data import arrays
-from benchmark.data.arrays import CIFAR10, CIFAR100, Digits, _unpickle
+from benchmark.data.arrays import CIFAR10, CIFAR100, Digits, unpickle
 from benchmark.data.base import DataRootError
 from benchmark.data.fakes import make_fake_cifar
 
@@ -68,7 +68,7 @@ def test_garbage_batch_is_one_line(tmp_path):
 def test_unpickle_decodes_bytes_keys(tmp_path):
     path = tmp_path / 'batch'
     path.write_bytes(pickle.dumps({b'labels': [1, 2], 'data': b'x'}))
-    assert _unpickle(path) == {'labels': [1, 2], 'data': b'x'}
+    assert unpickle(path) == {'labels': [1, 2], 'data': b'x'}
 
 
 def test_digits_needs_no_root_but_checks_the_split():

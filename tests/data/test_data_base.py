@@ -11,17 +11,17 @@ from benchmark.data.base import (
     SKIP_HINT,
     BadImageError,
     DataRootError,
-    _check_policy,
-    _examples,
-    _identity,
-    _ImageDataset,
-    _load_rgb,
-    _split,
+    check_bad_data_policy,
+    examples_of,
+    identity,
+    ImageDataset,
+    load_rgb,
+    split_name,
 )
 from benchmark.data.sampler import SampleKey
 
 
-class _Squares(_ImageDataset):
+class _Squares(ImageDataset):
     """Three 8x8 images of constant grey levels 0, 100, 200 and labels 2, 0, 1."""
 
     def __init__(self, view=None, input_size=8):
@@ -39,7 +39,7 @@ def test_item_is_the_view_of_the_image_and_its_int_label():
     assert set(item) == {'inputs', 'data_samples'}
     assert item['data_samples'] == 0 and type(item['data_samples']) is int
     assert np.asarray(item['inputs']).max() == np.asarray(item['inputs']).min() == 100
-    assert data.transform is _identity  # view=None: the decoded image, picklable
+    assert data.transform is identity  # view=None: the decoded image, picklable
 
 
 def test_sample_key_seeds_the_view():
@@ -57,32 +57,32 @@ def test_sample_key_seeds_the_view():
 
 
 def test_split_names():
-    assert [_split(s) for s in ('train', 'val', 'test')] == ['train', 'val', 'val']
+    assert [split_name(s) for s in ('train', 'val', 'test')] == ['train', 'val', 'val']
     with pytest.raises(ValueError,
                        match=r"^unknown split 'valid'; valid splits: train, val, test$"):
-        _split('valid')
+        split_name('valid')
 
 
 def test_bad_data_policy():
     assert BAD_DATA == ('strict', 'skip')
     for policy in BAD_DATA:
-        _check_policy(policy)
+        check_bad_data_policy(policy)
     with pytest.raises(ValueError, match=r"^bad_data='ignore' unknown; valid: strict, skip$"):
-        _check_policy('ignore')
+        check_bad_data_policy('ignore')
     assert SKIP_HINT == 'set train_dataloader.dataset.bad_data=skip'
 
 
 def test_examples_are_relative_to_the_root():
     paths = ['/d/root/a/1.jpg', '/d/root/b/2.jpg', '/d/root/c/3.jpg']
     first, second = os.path.join('a', '1.jpg'), os.path.join('b', '2.jpg')
-    assert _examples('/d/root', paths) == f'{first}, {second}'
-    assert _examples('/d/root', paths, 1) == os.path.join('a', '1.jpg')
+    assert examples_of('/d/root', paths) == f'{first}, {second}'
+    assert examples_of('/d/root', paths, 1) == os.path.join('a', '1.jpg')
 
 
 def test_load_rgb_converts_grey_and_palette_images(tmp_path):
     grey = tmp_path / 'grey.png'
     Image.fromarray(np.full((4, 4), 77, np.uint8), mode='L').save(grey)
-    image = _load_rgb(str(grey))
+    image = load_rgb(str(grey))
     assert image.mode == 'RGB' and np.asarray(image).tolist() == [[[77] * 3] * 4] * 4
 
 

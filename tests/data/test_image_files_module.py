@@ -7,7 +7,7 @@ from mmengine.registry import DATASETS
 from benchmark.data import image_files
 from benchmark.data.base import DataRootError
 from benchmark.data.fakes import make_fake_tiny_imagenet
-from benchmark.data.image_files import ImageFolderDataset, TinyImageNet, _class_images
+from benchmark.data.image_files import ImageFolderDataset, TinyImageNet, class_images
 
 TINY_EXPECTED = 'expected wnids.txt, train/<wnid>/images/, val/images/, val/val_annotations.txt'
 
@@ -66,5 +66,5 @@ def test_class_images_in_torchvision_order_without_hidden_files(tmp_path):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b'')
-    assert _class_images(str(tmp_path)) == [str(tmp_path / 'a.JPG'), str(tmp_path / 'b.png'),
+    assert class_images(str(tmp_path)) == [str(tmp_path / 'a.JPG'), str(tmp_path / 'b.png'),
                                             str(tmp_path / 'sub' / 'c.jpeg')]

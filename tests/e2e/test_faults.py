@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from benchmark.harness import fault_campaign as fc
+from benchmark.harness.faults import campaign as fc
 
 
 @pytest.fixture(scope='module')
@@ -23,7 +23,7 @@ def campaign(tmp_path_factory, fake_tiny):
 def test_sigkill_then_resume_is_bit_identical(campaign, fake_tiny):
     tmp, reference = campaign
     card = fc.Scorecard()
-    fc.kill_and_resume(card, tmp, fake_tiny, 'mixco', reference, 'at_iter=5', 2)
+    fc.score_kill_resume(card, tmp, fake_tiny, 'mixco', reference, 'at_iter=5', 2)
     assert card.faults_survived == 1 and card.checkpoints_corrupt == 0, card.failures
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from benchmark.harness import fault_runs as fr
+from benchmark.harness.faults import runs as fr
 from tests.conftest import ROOT
 
 DIGITS_DEVICE_VIEWS = [

@@ -13,7 +13,7 @@ from mmengine.registry import MODELS
 
 import benchmark.data  # noqa: F401  registers the datasets
 import methods  # noqa: F401  registers the models
-from benchmark.engine.config_check import validate_config
+from benchmark.engine.config.check import validate_config
 from benchmark.data.fakes import make_fake_image_folder, make_fake_tiny_imagenet
 from tests.conftest import ROOT
 

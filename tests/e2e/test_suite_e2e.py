@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import benchmark.components  # noqa: F401
-from benchmark.harness.suite_spec import expand_suite
+from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
 
 SUITE = """

@@ -11,7 +11,7 @@ from benchmark.engine.channels_last import (ChannelsLastDistributedDataParallel,
                                             to_channels_last, use_channels_last,
                                             use_channels_last_wrapper)
 from benchmark.engine.compat import allow_mmengine_checkpoints
-from benchmark.engine.config_check import ConfigError, validate_config
+from benchmark.engine.config.check import ConfigError, validate_config
 from methods.moco import MoCo
 from tests.conftest import ROOT
 

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from benchmark.engine.config_check import ConfigError, read_config
+from benchmark.engine.config.check import ConfigError, read_config
 from benchmark.engine.launch import load_config
 from benchmark.layout import REPO_ROOT
 

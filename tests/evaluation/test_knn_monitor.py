@@ -19,7 +19,8 @@ import methods  # noqa: F401
 from benchmark.engine.tracking import configure_wandb
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_accuracy, knn_predict
-from benchmark.evaluation.knn_monitor import KNNMonitorHook, fixed_subset
+from benchmark.evaluation.knn_monitor import KNNMonitorHook
+from benchmark.evaluation.monitor import fixed_subset
 from tests.conftest import ROOT
 
 DIGITS = dict(type='Digits', data_root='', split='train', input_size=16, view='mocov2')

@@ -15,7 +15,7 @@ import benchmark.components  # noqa: F401  registers the hooks, Digits and the m
 from benchmark.evaluation import online_probe
 from benchmark.evaluation.evaluate import online_results
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.online_probe import OnlineLinearProbeHook, _Tap, probe_step
+from benchmark.evaluation.online_probe import OnlineLinearProbeHook, FeatureTap, probe_step
 from benchmark.evaluation.topk import topk_accuracy
 from tests.conftest import ROOT
 
@@ -43,7 +43,7 @@ def _backbone():
 
 def test_tap_reads_the_first_view_rows_of_the_first_pass():
     """MixCo's joint pass cat(x_q, x_mix): the first B rows; another input: nothing caught."""
-    backbone, tap = _backbone(), _Tap()
+    backbone, tap = _backbone(), FeatureTap()
     backbone.register_forward_hook(tap.after_backbone)
     view, other = torch.randn(4, 3, 8, 8), torch.randn(2, 3, 8, 8)
     tap.after_preprocess(nn.Identity(), None, dict(inputs=[view, other], data_samples=torch.arange(4)))

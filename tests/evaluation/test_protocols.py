@@ -4,8 +4,8 @@ import pytest
 
 from benchmark.evaluation import protocols
 from benchmark.evaluation.cluster import cluster_scores, select_classes
-from benchmark.evaluation.protocols import PROTOCOLS, run_protocols
-from benchmark.names import CLUSTER, FEATURE_PROTOCOLS
+from benchmark.evaluation.protocols import run_protocols
+from benchmark.names import CLUSTER
 
 
 def _blobs(per_class, seed, classes=3, dim=4):
@@ -18,10 +18,6 @@ def _blobs(per_class, seed, classes=3, dim=4):
 
 TRAIN, TEST = _blobs(12, 0), _blobs(4, 1)
 FAST = dict(knn_k=5, linear_epochs=5, cluster_classes=3, cluster_per_class=6)
-
-
-def test_protocols_are_the_feature_protocols():
-    assert tuple(PROTOCOLS) == tuple(FEATURE_PROTOCOLS)
 
 
 def test_separable_features_score_100_and_record_settings():

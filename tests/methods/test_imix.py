@@ -10,7 +10,7 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
-from benchmark.engine.config_check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from methods.imix import IMixMoCo, imix_inputs, imix_loss
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
 import methods.mochi as mochi
-from benchmark.engine.config_check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from methods.mochi import (MoCHiMoCo, hardest_negatives, mochi_info_nce,
                            synthesize_negatives)
 from tests.conftest import ROOT

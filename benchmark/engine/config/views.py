@@ -1,0 +1,70 @@
+"""Config rules of the device views: the preprocessor and its raw_uint8 dataset come together.
+
+`fill_view_size` completes the preprocessor's input size from the dataset's (so one
+``--cfg-options`` changes both); `check_view_pairing` refuses a config that pairs them wrongly.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from lightly.transforms.utils import IMAGENET_NORMALIZE
+
+from benchmark.data.gpu_views import GPUViewPreprocessor
+from benchmark.data.raw_view import RAW_VIEW
+from benchmark.data.view_params import view_spec
+
+
+def device_views(cfg) -> Optional[dict]:
+    pre = (cfg.get('model') or {}).get('data_preprocessor')
+    if isinstance(pre, dict) and pre.get('type') in ('GPUViewPreprocessor', GPUViewPreprocessor):
+        return pre
+    return None
+
+
+def train_dataset(cfg) -> dict:
+    dataset = (cfg.get('train_dataloader') or {}).get('dataset')
+    return dataset if isinstance(dataset, dict) else {}
+
+
+def fill_view_size(cfg) -> None:
+    """Set ``model.data_preprocessor.input_size`` from the train dataset's where it is left out,
+    so ``--cfg-options train_dataloader.dataset.input_size=N`` changes the views too."""
+    pre = device_views(cfg)
+    if pre is not None and pre.get('input_size') is None:
+        pre['input_size'] = train_dataset(cfg).get('input_size', 224)
+
+
+def check_view_pairing(cfg) -> None:
+    """Raise ValueError (one line) unless device views and a raw_uint8 dataset come together.
+
+    Also checks the preprocessor's view preset and that its input_size (when given) is the
+    dataset's, which evaluation uses.
+    """
+    pre, dataset = device_views(cfg), train_dataset(cfg)
+    view = dataset.get('view', 'mocov2')
+    raw = (view.get('name') if isinstance(view, dict) else view) == RAW_VIEW
+    if pre is not None and not raw:
+        raise ValueError(f"model.data_preprocessor.type=GPUViewPreprocessor draws the views on "
+                         f"the device, but train_dataloader.dataset.view is {view!r}; set "
+                         f"train_dataloader.dataset.view={RAW_VIEW} and the preset in "
+                         f"model.data_preprocessor.view")
+    if raw and pre is None:
+        kind = (cfg.get('model') or {}).get('data_preprocessor')
+        kind = kind.get('type', 'BaseDataPreprocessor') if isinstance(kind, dict) else kind
+        raise ValueError(f"train_dataloader.dataset.view={RAW_VIEW} hands undecoded uint8 images "
+                         f"to the model, which only GPUViewPreprocessor turns into views "
+                         f"(model.data_preprocessor.type is {kind or 'BaseDataPreprocessor'}); set "
+                         f"model.data_preprocessor=dict(type='GPUViewPreprocessor', view=...) "
+                         f"or give the dataset a PIL view preset")
+    if pre is None:
+        return
+    size, data_size = pre.get('input_size'), dataset.get('input_size', 224)
+    if size is not None and size != data_size:
+        raise ValueError(f'model.data_preprocessor.input_size={size} differs from '
+                         f'train_dataloader.dataset.input_size={data_size} (the size evaluation '
+                         f'uses); leave model.data_preprocessor.input_size out to follow it')
+    try:
+        view_spec(pre.get('view', 'mocov2'), data_size,
+                  pre.get('normalize', IMAGENET_NORMALIZE))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f'model.data_preprocessor.view: {err}') from None

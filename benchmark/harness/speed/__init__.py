@@ -1,0 +1,1 @@
+"""Speed measurements: training steps, the input pipeline, views and evaluation, timed in turns."""

@@ -1,0 +1,237 @@
+"""The real pipeline: MoCo-v2 and MixCo through the mmengine Runner on a generated Tiny-ImageNet
+folder, per configuration of views (PIL in the loader workers, or drawn on the device) and
+precision (fp32, or bf16 with channels_last), next to bare steps of the same model and batch."""
+import gc
+import json
+import math
+import shutil
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import torch
+from mmengine.config import Config
+from mmengine.hooks import Hook
+
+from benchmark import dist
+from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.channels_last import use_channels_last_wrapper
+from benchmark.harness.speed.floor import achieved
+from benchmark.harness.speed.step import PRECISIONS, model_cfg, step_inputs, train_step
+from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio,
+                                      step_peak_bytes, sync, timed)
+
+PIPELINE_METHODS = ('mocov2', 'mixco')
+# Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
+VIEWS_OPTIONS: Dict[str, dict] = {
+    'pil': {},  # PIL views in the loader workers (the paper configs)
+    'gpu': {'train_dataloader.dataset.view': 'raw_uint8',  # as configs/*_tiny_fast.py
+            'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
+}
+# The last one measures torch.compile on the fastest eager configuration (kept only if it wins).
+PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile')
+WAIT_BOUND, EFFICIENCY_BOUND = 0.10, 0.90  # see `bound`
+
+
+def config_name(s: Settings) -> str:
+    """'pil-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile', ...: views, precision, '-cl' for
+    channels_last, '-compile' for torch.compile."""
+    return (f'{s.views}-{s.precision}{"-cl" if s.channels_last else ""}'
+            f'{"-compile" if s.compile else ""}')
+
+
+def config_settings(s: Settings, name: str) -> Settings:
+    """The settings with the views, precision, layout and compilation a configuration name spells."""
+    parts = name.split('-')
+    flags = parts[2:]
+    if (len(parts) < 2 or parts[0] not in VIEWS_OPTIONS or parts[1] not in PRECISIONS
+            or flags not in ([], ['cl'], ['compile'], ['cl', 'compile'])):
+        raise ValueError(f'pipeline configuration {name!r}: want VIEWS-PRECISION[-cl][-compile] '
+                         f'with VIEWS in {sorted(VIEWS_OPTIONS)}, PRECISION in {sorted(PRECISIONS)}')
+    return replace(s, views=parts[0], precision=parts[1], channels_last='cl' in flags,
+                   compile='compile' in flags)
+
+
+def bound(wait: float, efficiency: float) -> str:
+    """What limits the end-to-end rate: 'data' (the step waits for the loader >= 10% of the
+    time), else 'compute' (>= 90% of the bare step's rate), else 'overhead' (neither: hooks,
+    host syncs, and on the device path the view drawing, which the bare step leaves out)."""
+    if wait >= WAIT_BOUND:
+        return 'data'
+    return 'compute' if efficiency >= EFFICIENCY_BOUND else 'overhead'
+
+
+class MeasuredEnough(Exception):
+    """Raised by ThroughputHook after the last iteration it times."""
+
+
+class ThroughputHook(Hook):
+    """Time the pipeline's iterations after warm-up; stop after `iterations` of them."""
+
+    priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
+
+    def __init__(self, warmup: int, iterations: int, device: torch.device) -> None:
+        self.warmup, self.iterations, self.device = warmup, iterations, device
+        self.stamps: List[float] = []
+        self.waits: List[float] = []  # IterTimerHook's data_time: waiting for the loader
+        self.last_batch = None
+        self.epoch_peak_bytes: Optional[int] = None
+
+    def before_train_epoch(self, runner) -> None:
+        if self.device.type == 'cuda':
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.stamps = [time.perf_counter()]  # stamps[i]: end of iteration i - 1 (0: start)
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        sync(self.device)
+        self.stamps.append(time.perf_counter())
+        self.waits.append(runner.message_hub.get_scalar('train/data_time').current())
+        self.last_batch = data_batch
+        if len(self.waits) == self.iterations:
+            if self.device.type == 'cuda':
+                self.epoch_peak_bytes = torch.cuda.max_memory_allocated(self.device)
+            raise MeasuredEnough
+
+    def data_wait_fraction(self) -> float:
+        """Share of the timed iterations' wall time spent waiting for the next batch."""
+        return sum(self.waits[self.warmup:]) / (self.stamps[-1] - self.stamps[self.warmup])
+
+    def images_per_s(self, batch: int) -> float:
+        window = self.stamps[self.warmup:]
+        if len(window) < 2:
+            raise ValueError(f'pipeline: {len(self.stamps) - 1} iterations ran, need more than '
+                             f'the {self.warmup} warm-up ones; raise --pipeline-iters or --images')
+        return batch * (len(window) - 1) / (window[-1] - window[0])
+
+
+def bare_steps(runner, batch, s: Settings, device: torch.device, steps: int) -> dict:
+    """Bare-step seconds and peak bytes of the runner's model on its last batch, workers idle."""
+    model = dist.unwrap(runner.model)
+    inputs = step_inputs(model.data_preprocessor(batch, True)['inputs'], s)
+    opt, dtype = runner.optim_wrapper.optimizer, PRECISIONS[s.precision]
+    seconds = [timed(lambda: train_step(model, opt, inputs, dtype), device)
+               for _ in range(steps + 1)][1:]
+    growth = step_peak_bytes(lambda: train_step(model, opt, inputs, dtype), device)
+    return dict(seconds=seconds, own_bytes=own_bytes(model, opt, inputs),
+                peak_bytes=own_bytes(model, opt, inputs) + growth)
+
+
+def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: str) -> Config:
+    """The method's config as tools/train.py runs it, on the fake data, for one epoch.
+
+    Per-iteration hooks stay on (timer, logger at a large interval, scheduler, RunInfoHook);
+    epoch-end work (checkpoint, kNN monitor) is outside the timed iterations and is left out.
+    """
+    cfg = model_cfg(method, s)
+    loader = cfg.train_dataloader
+    loader.batch_size = s.batch
+    loader.dataset.update(data_root=data_root, input_size=s.input_size)
+    if s.num_workers is not None:
+        loader.num_workers = s.num_workers
+    loader.persistent_workers = loader.persistent_workers and loader.num_workers > 0
+    cfg.train_cfg.max_epochs = 1
+    cfg.default_hooks.logger.interval = 10 ** 6  # logging every iteration is not the default
+    cfg.default_hooks.checkpoint = None
+    cfg.custom_hooks = [h for h in cfg.get('custom_hooks', []) if h['type'] != 'KNNMonitorHook']
+    cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
+    cfg.update(work_dir=work_dir, experiment_name=name, log_level='WARNING', launcher='none')
+    if s.precision == 'bf16':  # as configs/*_fast.py
+        cfg.optim_wrapper.update(type='CPUCapableAmpOptimWrapper', dtype='bfloat16',
+                                 loss_scale=dict(enabled=False))
+    if s.channels_last:
+        cfg.custom_hooks.append(dict(type='ChannelsLastHook'))
+        use_channels_last_wrapper(cfg)  # as tools/train.py (one process: no DDP to wrap)
+    if s.compile:  # the encoders (benchmark/engine/compile_hook.py); compiled in the warm-up
+        cfg.custom_hooks.append(dict(type='CompileHook'))
+    cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
+    fill_view_size(cfg)  # the device views' size follows the dataset's input_size
+    return cfg
+
+
+def pipeline_block(method: str, s: Settings, device: torch.device, data_root: str,
+                   work_dir: str, name: str) -> dict:
+    """End-to-end images/s, data-wait share and memory of a fresh Runner, then bare steps."""
+    from mmengine.runner import Runner
+    runner = Runner.from_cfg(pipeline_cfg(method, s, data_root, work_dir, name))
+    iterations = len(runner.train_dataloader)
+    if s.pipeline_iters is not None:
+        iterations = min(iterations, s.pipeline_warmup + s.pipeline_iters)
+    hook = ThroughputHook(s.pipeline_warmup, iterations, device)
+    runner.register_hook(hook)
+    try:
+        runner.train()
+    except MeasuredEnough:
+        pass
+    loader_iter = getattr(runner.train_dataloader, '_iterator', None)
+    if loader_iter is not None and hasattr(loader_iter, '_shutdown_workers'):
+        loader_iter._shutdown_workers()  # persistent workers would outlive the block
+    out = dict(images_per_s=hook.images_per_s(s.batch), iterations=len(hook.waits),
+               data_wait_fraction=hook.data_wait_fraction(), epoch_peak_bytes=hook.epoch_peak_bytes,
+               **bare_steps(runner, hook.last_batch, s, device, max(3, s.repeats // 4)))
+    del runner
+    gc.collect()
+    return out
+
+
+def bench_pipeline(s: Settings, device: torch.device, data_root: str, tmp: str,
+                   flops: Optional[Dict[str, float]] = None, peak: Optional[float] = None,
+                   tag: str = '') -> dict:
+    """Rounds of MoCo-v2 and MixCo epochs in turn under one configuration, and the summary."""
+    keys = ('images_per_s', 'bare_images_per_s', 'efficiency', 'data_wait_fraction',
+            'peak_bytes', 'epoch_peak_bytes')
+    runs: Dict[str, dict] = {m: {k: [] for k in keys} for m in PIPELINE_METHODS}
+    for r in range(s.pipeline_rounds):
+        for m in in_turn(list(PIPELINE_METHODS), r):
+            block = pipeline_block(m, s, device, data_root, f'{tmp}/work_{tag}{m}_{r}',
+                                   f'{tag}{m}_{r}')
+            bare_ips = s.batch / statistics.median(block['seconds'])
+            run = runs[m]
+            run['images_per_s'].append(block['images_per_s'])
+            run['bare_images_per_s'].append(bare_ips)
+            run['efficiency'].append(block['images_per_s'] / bare_ips)
+            run['data_wait_fraction'].append(block['data_wait_fraction'])
+            run['peak_bytes'].append(block['peak_bytes'])
+            run['epoch_peak_bytes'].append(block['epoch_peak_bytes'])
+            run.update(own_bytes=block['own_bytes'], iterations=block['iterations'])
+    for m, run in runs.items():
+        run.update({f'median_{k}': statistics.median(run[k]) for k in keys[:5]})
+        run['bound'] = bound(run['median_data_wait_fraction'], run['median_efficiency'])
+        if flops:
+            run['flops_per_image'] = flops[m]
+            run.update(achieved(run['median_images_per_s'], flops[m], peak))
+    new, base = runs['mixco'], runs['mocov2']
+    out = dict(views=s.views, precision=s.precision, channels_last=s.channels_last, methods=runs,
+               time_ratio=paired_ratio(base['images_per_s'], new['images_per_s']),
+               bare_time_ratio=paired_ratio(base['bare_images_per_s'], new['bare_images_per_s']),
+               memory_ratio=new['median_peak_bytes'] / base['median_peak_bytes'])
+    if None not in new['epoch_peak_bytes'] + base['epoch_peak_bytes']:  # CUDA only
+        out['epoch_memory_ratio'] = (statistics.median(new['epoch_peak_bytes']) /
+                                     statistics.median(base['epoch_peak_bytes']))
+    return out
+
+
+def images_needed(s: Settings) -> int:
+    """Training images the pipeline and feature parts need (s.images when given)."""
+    per_epoch = s.batch * (s.pipeline_warmup + (s.pipeline_iters or 2))
+    return s.images or max(per_epoch, s.feature_images)
+
+
+def fake_data(s: Settings, tmp: str) -> str:
+    """A fake Tiny-ImageNet (64-px JPEGs; 100 images per class, 10 to 200 classes), generated
+    in `tmp`, or once under s.data_dir and reused while its recorded spec matches."""
+    from benchmark.data.fakes import make_fake_tiny_imagenet
+    images = images_needed(s)
+    classes = min(200, max(10, images // 100))
+    spec = dict(num_classes=classes, train_per_class=math.ceil(images / classes),
+                val_per_class=5, size=64, seed=0)
+    if s.data_dir is None:
+        return make_fake_tiny_imagenet(tmp, **spec)
+    folder = Path(s.data_dir) / f'fake-tiny-{classes}x{spec["train_per_class"]}'
+    marker = folder / 'spec.json'
+    if not (marker.is_file() and json.loads(marker.read_text()) == spec):
+        shutil.rmtree(folder, ignore_errors=True)  # a partial or different folder
+        make_fake_tiny_imagenet(folder, **spec)
+        marker.write_text(json.dumps(spec))  # last: only a complete folder is reused
+    return str(folder / 'tiny-imagenet-200')

@@ -1,0 +1,183 @@
+"""A suite's leaderboard from its records: join records to runs, write the page, CSV and
+curves under ``results/suites/<name>/``, and the same table to a wandb run when wandb is on.
+
+Records are joined to the suite's runs by (config_sha256, seed), so a run's variant labels its
+rows and records of other configs in the folder are left out. A step without a record shows
+as a row with status failed (it failed now), queued (its SLURM job waits) or missing.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import sys
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from benchmark.atomic_io import atomic_write_text
+from benchmark.engine.tracking import probe_wandb_server, wandb_mode, wandb_server_and_key
+from benchmark.suites.plan import RunPlan, index_records, run_records
+from benchmark.suites.outcome import Outcome
+from benchmark.suites.spec import Evaluation, Suite
+from benchmark.layout import SUITE_CURVES, leaderboard_paths
+from benchmark.names import RANDOM_INIT, canonical_data
+from benchmark.reports.leaderboard import build_rows, main_metric, render_csv, row_label
+from benchmark.reports.records import load_records
+from benchmark.reports.render import read_paper
+from benchmark.reports.suite_board import (monitor_series, paper_beside_ours, plot_monitor_curves,
+                                           suite_markdown)
+
+
+def read_suite_records(results_dir: str) -> List[dict]:
+    """The records of a suite's results folder; a broken one is a warning line, not a stop."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        records = load_records(results_dir)
+    for warning in caught:
+        print(f'warning: {warning.message}', file=sys.stderr)
+    return records
+
+
+def _newest_per_step(records: List[dict]) -> List[dict]:
+    """Each (config, seed, method, eval data, protocol) once, from its newest record: a seed
+    evaluated twice must not count twice."""
+    seen, out = set(), []
+    for record in sorted(records, key=lambda r: (r['created'], r['id']), reverse=True):
+        key = (record['config_sha256'], record['seed'], record['method'],
+               canonical_data(record['eval_data']))
+        protocols = {p: e for p, e in record['protocols'].items() if key + (p,) not in seen}
+        seen.update(key + (p,) for p in protocols)
+        if protocols:
+            out.append(dict(record, protocols=protocols))
+    return out
+
+
+def _placeholder(suite: Suite, plan: RunPlan, evaluation: Evaluation, status: str,
+                 reason: str) -> dict:
+    """A stand-in record (never written) for a step without a record, so its row shows."""
+    info, run = plan.run.info, plan.run
+    protocols = {p: dict(settings={}, metrics={main_metric(p)[0]: f'NA({reason})'})
+                 for p in evaluation.protocols}
+    batch = info['total_batch'] or None
+    return dict(method=info['method'], backbone=info['backbone'],
+                pretrain_data=info['pretrain_data'], pretrain_epochs=run.max_epochs,
+                eval_data=evaluation.eval_data or info['pretrain_data'],
+                protocols=protocols, seed=run.seed, status=status, variant=run.variant_label,
+                time_s_per_epoch=None, peak_memory_gb=None, total_batch=batch)
+
+
+def suite_records(suite: Suite, plans: List[RunPlan], records: List[dict],
+                  outcomes: Dict[str, Outcome]) -> List[dict]:
+    """The suite's records with ``variant`` set, plus stand-ins for its steps without one, plus
+    reference encoders evaluated into its folder (``tools/eval.py CONFIG random``)."""
+    records = _newest_per_step(records)
+    index = index_records(records)
+    out = [r for r in records if r['method'] == RANDOM_INIT]
+    for plan in plans:
+        run = plan.run
+        mine = run_records(index, run)
+        out += [dict(r, variant=run.variant_label) for r in mine]
+        if any(r['status'] == 'diverged' for r in mine):
+            continue
+        outcome = outcomes.get(run.name)
+        for evaluation in suite.evaluations:
+            data = canonical_data(evaluation.eval_data or run.info['pretrain_data'])
+            have = {p for r in mine if r['status'] == 'ok'
+                    and canonical_data(r['eval_data']) == data for p in r['protocols']}
+            if set(evaluation.protocols) <= have:
+                continue
+            status, reason = _missing_status(outcome, plan, evaluation)
+            out.append(_placeholder(suite, plan, evaluation, status, reason))
+    return out
+
+
+def _missing_status(outcome: Optional[Outcome], plan: RunPlan,
+                    evaluation: Evaluation) -> Tuple[str, str]:
+    if outcome is not None and outcome.state in ('submitted', 'queued') or plan.train == 'queued':
+        return 'queued', f'SLURM job {(outcome and outcome.job) or plan.job}'
+    if outcome is not None and not outcome.ok and outcome.state == 'failed':
+        return 'failed', f'training failed; log {outcome.log}'
+    if outcome is not None and evaluation.name in outcome.failed_evals:
+        return 'failed', f'evaluation failed; log {outcome.failed_evals[evaluation.name]}'
+    return 'missing', 'no record yet'
+
+
+def _run_rows(plans: List[RunPlan], outcomes: Dict[str, Outcome]) -> List[Dict[str, str]]:
+    rows = []
+    for plan in plans:
+        outcome = outcomes.get(plan.run.name)
+        state = outcome.state if outcome else 'not run'
+        if outcome and outcome.failed_evals:
+            state += f" ({', '.join(outcome.failed_evals)} failed)"
+        rows.append(dict(run=plan.run.name, variant=plan.run.variant_label or 'default',
+                         seed=str(plan.run.seed), state=state,
+                         log=(outcome.log if outcome else '') or ''))
+    return rows
+
+
+def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
+                 paper: Optional[Path], use_wandb: bool = True) -> List[Path]:
+    """Write leaderboard.md, leaderboard.csv and curves.png of the suite; return their paths."""
+    by_name = {o.run.name: o for o in outcomes}
+    records = suite_records(suite, plans, read_suite_records(suite.results_dir), by_name)
+    rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else ()))
+    folder = Path(suite.results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    groups: Dict[str, list] = {}
+    for plan in plans:
+        series = monitor_series(plan.run.work_dir)
+        if series:
+            groups.setdefault(row_label(plan.run.info['method'], plan.run.variant_label),
+                              []).append(series)
+    curves = folder / SUITE_CURVES
+    has_curves = plot_monitor_curves(groups, str(curves))
+    md, csv_path = leaderboard_paths(str(folder))
+    meta = dict(name=suite.name, file=suite.path, seeds=suite.seeds, procs=suite.procs,
+                cfg_options=', '.join(f'{k}={v}' for k, v in suite.cfg_options.items()),
+                evaluations=', '.join(e.name for e in suite.evaluations))
+    generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
+                                              f'{folder}/runs/*.json',
+                                              SUITE_CURVES if has_curves else ''))
+    csv_text = render_csv(rows)
+    atomic_write_text(str(csv_path), csv_text)
+    paths = [md, csv_path] + ([curves] if has_curves else [])
+    if use_wandb:
+        log_suite_to_wandb(suite.name, csv_text, curves if has_curves else None, folder)
+    return paths
+
+
+def log_suite_to_wandb(name: str, csv_text: str, curves: Optional[Path],
+                       folder: Path) -> Optional[str]:
+    """The leaderboard as a wandb Table (and the curves) in a run of job type 'suite'.
+
+    Mode as for training runs (``tracking.wandb_mode``): online with credentials and a server
+    that answers, else offline under `folder` with one warning; WANDB_MODE=disabled: nothing.
+    The files on disk never depend on it. Returns the run's directory, or None.
+    """
+    mode, warning = wandb_mode()
+    if mode == 'disabled':
+        return None
+    try:
+        import wandb
+    except ImportError:
+        return None
+    if mode == 'online':
+        problem = probe_wandb_server(*wandb_server_and_key({}))
+        if problem:
+            mode, warning = 'offline', f'warning: wandb could not start online ({problem}); offline'
+    if warning:
+        print(warning, file=sys.stderr)
+    rows = list(csv.reader(io.StringIO(csv_text)))
+    try:
+        run = wandb.init(project='mixco-bench', name=f'suite-{name}', job_type='suite',
+                         dir=str(folder), mode=mode, config=dict(suite=name))
+        run.log({'suite/leaderboard': wandb.Table(columns=rows[0], data=rows[1:]),
+                 **({'suite/curves': wandb.Image(str(curves))} if curves else {})})
+        run.finish()
+    except Exception as err:  # noqa: BLE001 - wandb must never stop the tables
+        print(f'warning: wandb: the suite table was not logged ({type(err).__name__}: '
+              f'{str(err).splitlines()[0] if str(err) else ""})', file=sys.stderr)
+        return None
+    return str(run.dir)

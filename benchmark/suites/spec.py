@@ -1,0 +1,347 @@
+"""A suite file (``configs/suites/<name>.py``) and its expansion into runs with stable names.
+
+A suite is a small mmengine-style ``.py`` file::
+
+    configs = ['configs/mocov2_r18_tiny.py',                      # a config as it is
+               dict(config='configs/mixco_r18_tiny.py',           # ... or with variants:
+                    grid={'model.mix_temperature': [0.1, 0.2]},   # one run per combination
+                    cfg_options={'model.mix_weight': 1.0})]       # fixed for this entry
+    seeds = [0, 1, 2]
+    procs = 2                                # processes per run (tools/dist_train.sh CONFIG 2)
+    cfg_options = {'train_cfg.max_epochs': 50}   # every run (not a variant)
+    evaluations = ['default', 'linear_paper',    # after each run: the default protocols,
+                   dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data')]
+    slurm = dict(partition='gpu', cpus_per_task=5, time='24:00:00')  # for --launcher slurm
+
+A grid is a dict of dotted keys to lists of values (their product) or a list of such dicts (their
+union: one factor at a time). The grid's overrides are the run's *variant*: they name the run
+and label its row. A run is named ``<config stem>[-<digest of its overrides>]-s<seed>``;
+``--cfg-options``-style overrides reach tools/train.py as the same KEY=VALUE strings, and the
+run's config is checked with ``benchmark.engine.config.check`` before anything starts.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from mmengine.config import Config, DictAction
+
+from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
+from benchmark.engine.launch import config_identity
+from benchmark.evaluation.evaluate import describe_run
+from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
+from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
+
+SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm')
+ENTRY_KEYS = ('config', 'grid', 'cfg_options')
+EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config')
+SLURM_KEYS = ('partition', 'gpus_per_node', 'cpus_per_task', 'time', 'extra')
+EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
+
+
+class SuiteError(ValueError):
+    """A bad suite file or option: one line naming the file, the run or the key."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What runs after a run's training: the default protocols (tools/train.py records them) or
+    tools/eval.py with `protocols` on `eval_data` (None: the pretraining data)."""
+
+    name: str
+    protocols: Tuple[str, ...]
+    eval_data: Optional[str] = None
+    data_root: Optional[str] = None
+    linear_config: Optional[str] = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == 'default'
+
+
+DEFAULT = Evaluation('default', tuple(DEFAULT_PROTOCOLS))
+
+
+@dataclass
+class Run:
+    """One training run of a suite: a config, a seed and its overrides."""
+
+    name: str
+    config: str  # the path the suite names
+    seed: int
+    variant: Dict[str, Any]  # the grid's overrides: the row label
+    option_args: List[str]  # KEY=VALUE for --cfg-options, randomness.seed included
+    work_dir: str
+    config_sha256: str  # of config_identity: what the run's records carry
+    info: Dict[str, Any]  # describe_run: method, backbone, data, epochs, seed, ...
+    max_epochs: int
+    dataset: Dict[str, Any] = field(default_factory=dict)  # type and data_root of its training
+
+    @property
+    def variant_label(self) -> str:
+        return ', '.join(f'{key}={option_text(value)}' for key, value in self.variant.items())
+
+
+@dataclass
+class Suite:
+    """An expanded suite: its runs, the evaluations after each, where it writes."""
+
+    name: str
+    path: str
+    runs: List[Run]
+    seeds: List[int]
+    procs: int
+    evaluations: Tuple[Evaluation, ...]
+    cfg_options: Dict[str, Any]
+    slurm: Dict[str, Any]
+    results_dir: str
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def wants_default(self) -> bool:
+        return any(e.is_default for e in self.evaluations)
+
+
+# -- KEY=VALUE strings --------------------------------------------------------------------------
+
+def option_text(value: Any) -> str:
+    """The --cfg-options spelling of a value (mmengine's DictAction reads it back).
+
+    Raises:
+        SuiteError: For a value DictAction cannot carry (a dict, a string it would read as
+            a number, a bool or a list, or one with spaces).
+    """
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        inner = ','.join(option_text(v) for v in value)
+        if isinstance(value, list):
+            return f'[{inner}]'
+        return f'({inner},)' if len(value) == 1 else f'({inner})'
+    if isinstance(value, str):
+        if DictAction._parse_iterable(value) != value or not value or ' ' in value:
+            raise SuiteError(f'override value {value!r} cannot pass through --cfg-options '
+                             '(it would be read as another type, or holds spaces)')
+        return value
+    raise SuiteError(f'override value {value!r} ({type(value).__name__}) cannot pass through '
+                     '--cfg-options; override its keys one by one (a.b.c=...)')
+
+
+def parse_option(text: str) -> Any:
+    """What tools/train.py's --cfg-options makes of KEY=VALUE's VALUE."""
+    return DictAction._parse_iterable(text)
+
+
+def digest(overrides: Dict[str, Any]) -> str:
+    """8 hex digits naming a set of overrides (order-free, stable across runs and machines)."""
+    text = json.dumps({k: option_text(v) for k, v in sorted(overrides.items())}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+# -- reading the suite file ------------------------------------------------------------------------
+
+def _hint(key: str, allowed: Sequence[str]) -> str:
+    import difflib
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f'; allowed: {", ".join(allowed)}'
+
+
+def _check_keys(section: dict, allowed: Sequence[str], where: str) -> None:
+    for key in section:
+        if key not in allowed:
+            raise SuiteError(f'{where}: unknown key {key!r}{_hint(str(key), allowed)}')
+
+
+def _overrides(value: Any, where: str) -> Dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(f'{where} must be a dict of KEY: VALUE, got {value!r}')
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or ' ' in key or '=' in key:
+            raise SuiteError(f'{where}: bad key {key!r}; use dotted keys like model.queue_size')
+        option_text(item)
+    return dict(value)
+
+
+def _grid(value: Any, where: str) -> List[Dict[str, Any]]:
+    """The variants of a grid (dict: product) or of a list of grids (union); [{}] if none."""
+    if value is None:
+        return [{}]
+    grids = value if isinstance(value, (list, tuple)) else [value]
+    variants: List[Dict[str, Any]] = []
+    for i, grid in enumerate(grids):
+        spot = f'{where}[{i}]' if isinstance(value, (list, tuple)) else where
+        grid = _overrides(grid, spot)
+        if not grid:
+            raise SuiteError(f'{spot} is empty; leave grid out for the config as it is')
+        axes = [v if isinstance(v, (list, tuple)) else [v] for v in grid.values()]
+        if any(not axis for axis in axes):
+            raise SuiteError(f'{spot}: every key needs at least one value')
+        variants += [dict(zip(grid, combo)) for combo in itertools.product(*axes)]
+    return variants
+
+
+def _evaluation(item: Any, where: str) -> Evaluation:
+    if item == 'default':
+        return DEFAULT
+    if isinstance(item, str):
+        item = dict(protocols=[item])
+    if not isinstance(item, dict):
+        raise SuiteError(f"{where} must be 'default', a protocol name or a dict, got {item!r}")
+    _check_keys(item, EVALUATION_KEYS, where)
+    raw = item.get('protocols')
+    raw = [raw] if isinstance(raw, str) else list(raw or [])
+    try:
+        protocols = tuple(protocol_name(p) for p in raw)
+    except ValueError as err:
+        raise SuiteError(f'{where}: {err}') from None
+    if not protocols or any(p not in EVAL_PROTOCOLS for p in protocols):
+        raise SuiteError(f'{where}: protocols must be some of {list(EVAL_PROTOCOLS)}, got {raw}')
+    data = item.get('eval_data')
+    if data is not None and data not in DATA_TYPES:
+        raise SuiteError(f'{where}: eval_data {data!r} unknown; one of {sorted(DATA_TYPES)}')
+    if data not in (None, 'digits') and not item.get('data_root'):
+        raise SuiteError(f'{where}: eval_data {data} needs data_root (the folder of its files)')
+    name = '+'.join(protocols) + (f'@{data}' if data else '')
+    return Evaluation(name, protocols, data, item.get('data_root'), item.get('linear_config'))
+
+
+def _int_list(value: Any, where: str, low: int) -> List[int]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not items or any(isinstance(v, bool) or not isinstance(v, int) or v < low for v in items):
+        raise SuiteError(f'{where} must be a non-empty list of integers >= {low}, got {value!r}')
+    if len(set(items)) != len(items):
+        raise SuiteError(f'{where} lists a value twice: {list(items)}')
+    return list(items)
+
+
+def resolve_config(path: str) -> str:
+    """The absolute path of a config: as given where it exists, else in the repository."""
+    if Path(path).is_file():
+        return str(Path(path).resolve())
+    if (REPO_ROOT / path).is_file():
+        return str(REPO_ROOT / path)
+    raise SuiteError(f'config {path} not found; see configs/ for the list')
+
+
+def read_suite(path: str) -> Config:
+    """The suite file as a Config, with every top-level key checked."""
+    if not Path(path).is_file():
+        raise SuiteError(f'suite {path} not found; suites live in configs/suites/')
+    try:
+        cfg = read_config(str(path))
+    except ConfigError as err:
+        raise SuiteError(f'suite {err}') from None
+    _check_keys(cfg, SUITE_KEYS, f'suite {path}')
+    if 'configs' not in cfg or not cfg.configs:
+        raise SuiteError(f'suite {path}: configs is missing or empty '
+                         '(list the pretraining configs)')
+    return cfg
+
+
+# -- expansion ----------------------------------------------------------------------------------
+
+class _Configs:
+    """Read each config file once; each run gets a copy with its overrides merged."""
+
+    def __init__(self, world_size: int = 1) -> None:
+        self.cache: Dict[str, Config] = {}
+        self.world_size = world_size  # each run's processes: the queue must hold their batch
+
+    def build(self, path: str, options: Dict[str, Any]) -> Config:
+        if path not in self.cache:
+            self.cache[path] = read_config(path)
+        cfg = copy.deepcopy(self.cache[path])
+        merge_options(cfg, options)
+        validate_config(cfg, world_size=self.world_size)
+        return cfg
+
+
+def _entries(cfg: Config, where: str) -> List[Tuple[str, Dict[str, Any], List[Dict[str, Any]]]]:
+    """(config, fixed overrides, variants) of each item of `configs`."""
+    entries = []
+    for i, entry in enumerate(cfg.configs):
+        spot = f'{where}: configs[{i}]'
+        if isinstance(entry, str):
+            entry = dict(config=entry)
+        if not isinstance(entry, dict) or 'config' not in entry:
+            raise SuiteError(f'{spot} must be a config path or dict(config=..., grid=...)')
+        _check_keys(entry, ENTRY_KEYS, spot)
+        entries.append((str(entry['config']),
+                        _overrides(entry.get('cfg_options'), f'{spot}.cfg_options'),
+                        _grid(entry.get('grid'), f'{spot}.grid')))
+    return entries
+
+
+def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
+                 results_root: str = 'results', work_root: str = 'work_dirs') -> Suite:
+    """Read, check and expand a suite file into its runs (config x variant x seed).
+
+    Every run's config is built with its overrides and checked (unknown keys and types, bad
+    values) before anything starts. Two entries that expand to the same config and seed run
+    once (a note says so).
+
+    Args:
+        path: The suite file.
+        seeds: Replace the suite's seeds (e.g. 2 for a quick look).
+        results_root: Records and tables go to <results_root>/suites/<name>/.
+        work_root: Runs train in <work_root>/suites/<name>/<run>/.
+
+    Raises:
+        SuiteError: One line naming the suite, the run and the key.
+    """
+    cfg = read_suite(path)
+    name = str(cfg.get('name') or Path(path).stem)
+    if not re.fullmatch(r'[A-Za-z0-9_.-]+', name) or name.startswith('.'):
+        raise SuiteError(f'suite {path}: name {name!r} must be a plain file name')
+    seeds = _int_list(seeds if seeds is not None else cfg.get('seeds', [0]),
+                      f'suite {path}: seeds', 0)
+    procs = cfg.get('procs', 1)
+    if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
+        raise SuiteError(f'suite {path}: procs must be an integer >= 1 (processes per run), '
+                         f'got {procs!r}')
+    common = _overrides(cfg.get('cfg_options'), f'suite {path}: cfg_options')
+    evaluations = tuple(_evaluation(item, f'suite {path}: evaluations[{i}]')
+                        for i, item in enumerate(cfg.get('evaluations', ['default'])))
+    if len({e.name for e in evaluations}) != len(evaluations):
+        raise SuiteError(f'suite {path}: evaluations lists one twice: '
+                         f'{[e.name for e in evaluations]}')
+    slurm = dict(cfg.get('slurm') or {})
+    _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
+    configs, runs, seen, notes = _Configs(procs), [], {}, []
+    for config, fixed, variants in _entries(cfg, f'suite {path}'):
+        resolved = resolve_config(config)
+        for variant in variants:
+            overrides = {**common, **fixed, **variant}
+            tag = f'-{digest(overrides)}' if overrides else ''
+            for seed in seeds:
+                run_name = f'{config_stem(config)}{tag}-s{seed}'
+                options = {**overrides, 'randomness.seed': seed}
+                args = [f'{key}={option_text(value)}' for key, value in options.items()]
+                try:
+                    run_cfg = configs.build(resolved, {k: parse_option(a.split('=', 1)[1])
+                                                       for k, a in zip(options, args)})
+                except ConfigError as err:
+                    raise SuiteError(f'suite {path}: run {run_name} ({config}): {err}') from None
+                sha = hashlib.sha256(config_identity(run_cfg).encode()).hexdigest()
+                if (sha, seed) in seen:
+                    notes.append(f'{run_name} is the same config as {seen[sha, seed]}: run once')
+                    continue
+                seen[sha, seed] = run_name
+                train = run_cfg.train_dataloader.dataset
+                runs.append(Run(run_name, config, seed, variant, args,
+                                str(suite_work_dir(name, run_name, work_root)), sha,
+                                describe_run(run_cfg, dict(world_size=procs)),
+                                int(run_cfg.train_cfg.get('max_epochs', 0)),
+                                dict(type=train.type, data_root=train.get('data_root', ''))))
+    return Suite(name, str(path), runs, seeds, procs, evaluations, common, slurm,
+                 str(suite_results_dir(name, results_root)), notes)

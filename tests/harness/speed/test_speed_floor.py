@@ -1,0 +1,62 @@
+"""benchmark.harness.speed.floor: the pass-count floors, FLOP counts against closed forms and
+the published ResNet-18 figure, the peak table, and device slugs."""
+import pytest
+import torch
+from torch import nn
+
+from benchmark.harness.speed.floor import (ENCODER_IMAGES, achieved, count_flops, device_slug,
+                                           floor_passes, pass_units, peak_line, peak_tflops)
+from benchmark.names import BASELINES
+
+
+def test_floor_passes_follow_the_counting_model():
+    """3 units per image with gradient, 1 per key: MoCo-v2 3 + 1, MixCo 1.5 * 3 + 1, ..."""
+    assert pass_units('mocov2') == 4 and pass_units('simclr') == 6
+    expected = dict(mixco=5.5 / 4, imix=1.0, unmix=7 / 4, mochi=1.0, mixco_simclr=9 / 6)
+    assert {m: floor_passes(m, BASELINES[m]) for m in expected} == expected
+    assert set(BASELINES) | set(BASELINES.values()) <= set(ENCODER_IMAGES)
+
+
+def test_count_flops_of_a_linear_layer_forward_and_backward():
+    """(4 x 10) @ (10 x 5): 2 * 4 * 10 * 5 = 400 FLOPs forward; backward computes the input's
+    and the weight's gradients, 400 each."""
+    layer, x = nn.Linear(10, 5, bias=False), torch.randn(4, 10, requires_grad=True)
+    with torch.no_grad():
+        assert count_flops(lambda: layer(x)) == 400
+    assert count_flops(lambda: layer(x).sum().backward()) == 1200
+
+
+def test_count_flops_of_resnet18_at_224_px_is_the_published_figure():
+    """torchvision's model card: ResNet-18 takes 1.81 GFLOPS (multiply-adds) at 224 px, so
+    3.63e9 FLOPs at 2 per multiply-add."""
+    from methods.backbones import build_resnet
+    backbone = build_resnet(18, small_stem=False).eval()
+    with torch.no_grad():
+        flops = count_flops(lambda: backbone(torch.zeros(1, 3, 224, 224)))
+    assert flops == pytest.approx(2 * 1.814e9, rel=0.01)
+
+
+def test_peak_table_lookup():
+    assert peak_tflops('NVIDIA H100 80GB HBM3', 'bf16') == 989.0
+    assert peak_tflops('NVIDIA H200', 'fp32') == 67.0
+    assert peak_tflops('NVIDIA A100-SXM4-80GB', 'bf16') is None
+    assert peak_tflops('cpu', 'fp32') is None
+    assert peak_line('NVIDIA H200', ['bf16', 'fp32']) == \
+        'NVIDIA H200: bf16 989, fp32 67 TFLOP/s (dense)'
+    assert peak_line('cpu', ['fp32']) == 'cpu: no peak known'
+
+
+def test_achieved_rate_against_the_peak():
+    """1,000 images/s of 10 GFLOP each is 10 TFLOP/s: a tenth of a 100 TFLOP/s peak, whose
+    floor would be 10,000 images/s."""
+    out = achieved(1000.0, 1e10, 100.0)
+    assert out == pytest.approx(dict(tflops=10.0, peak_tflops=100.0, peak_fraction=0.1,
+                                     floor_images_per_s=1e4))
+    assert achieved(1000.0, 1e10, None) == dict(tflops=10.0, peak_tflops=None,
+                                                peak_fraction=None, floor_images_per_s=None)
+
+
+def test_device_slug():
+    assert device_slug('cpu', 2) == 'cpu-2core'
+    assert device_slug('NVIDIA H100 80GB HBM3', 16) == 'nvidia-h100-80gb-hbm3'
+    assert device_slug('NVIDIA H200', 16) == 'nvidia-h200'

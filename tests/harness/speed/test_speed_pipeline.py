@@ -1,0 +1,99 @@
+"""benchmark.harness.speed.pipeline: configuration names, the bound rule, the cached fake
+folder, the throughput hook's arithmetic and the summary of rounds."""
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from benchmark.harness.speed import pipeline as speed_pipeline
+from benchmark.harness.speed.pipeline import (PAPER_GRID, ThroughputHook, MeasuredEnough,
+                                              bench_pipeline, bound, config_name,
+                                              config_settings, fake_data, images_needed)
+from benchmark.harness.speed.timing import Settings
+
+
+def test_configuration_names_round_trip():
+    for name in PAPER_GRID:
+        assert config_name(config_settings(Settings(), name)) == name
+    s = config_settings(Settings(), 'gpu-bf16-cl')
+    assert (s.views, s.precision, s.channels_last, s.compile) == ('gpu', 'bf16', True, False)
+    s = config_settings(Settings(), 'pil-fp32-compile')
+    assert (s.views, s.precision, s.channels_last, s.compile) == ('pil', 'fp32', False, True)
+    assert PAPER_GRID[-1] == 'gpu-bf16-cl-compile'
+    for bad in ('gpu', 'tpu-fp32', 'pil-fp16', 'pil-fp32-nhwc', 'gpu-bf16-compile-cl',
+                'gpu-bf16-cl-cl'):
+        with pytest.raises(ValueError, match='VIEWS-PRECISION'):
+            config_settings(Settings(), bad)
+
+
+def test_bound_rule():
+    assert bound(0.10, 1.0) == 'data'  # waits 10% of the time: the loader limits it
+    assert bound(0.05, 0.95) == 'compute'
+    assert bound(0.05, 0.80) == 'overhead'
+
+
+def test_images_needed():
+    assert images_needed(Settings(batch=8, pipeline_warmup=2, pipeline_iters=4,
+                                  feature_images=16)) == 48
+    assert images_needed(Settings(batch=8, feature_images=1000)) == 1000
+    assert images_needed(Settings(images=20000)) == 20000
+
+
+def test_fake_data_is_reused_while_its_spec_matches(tmp_path):
+    s = Settings(images=30, data_dir=str(tmp_path / 'cache'))
+    root = Path(fake_data(s, str(tmp_path / 'tmp')))
+    assert len(list(root.glob('train/*/images/*.JPEG'))) == 30  # 10 classes x 3
+    first = root / 'train' / 'n00000000' / 'images' / 'n00000000_0.JPEG'
+    stamp = first.stat().st_mtime_ns
+    assert fake_data(s, str(tmp_path / 'tmp')) == str(root) and first.stat().st_mtime_ns == stamp
+    spec = json.loads((root.parent / 'spec.json').read_text())
+    assert spec['num_classes'] == 10 and spec['train_per_class'] == 3
+    (root.parent / 'spec.json').unlink()  # an interrupted generation: made again
+    assert fake_data(s, str(tmp_path / 'tmp')) == str(root)
+    assert (root.parent / 'spec.json').is_file() and not (tmp_path / 'tmp').exists()
+
+
+def test_throughput_hook_times_after_warmup_and_stops(monkeypatch):
+    clock = iter([0.0, 1.0, 3.0, 4.0, 5.0])
+    monkeypatch.setattr(speed_pipeline.time, 'perf_counter', lambda: next(clock))
+    waits = iter([0.5, 0.2, 0.1, 0.3])
+    hub = SimpleNamespace(get_scalar=lambda key: SimpleNamespace(current=lambda: next(waits)))
+    runner = SimpleNamespace(message_hub=hub)
+    hook = ThroughputHook(warmup=1, iterations=4, device=torch.device('cpu'))
+    hook.before_train_epoch(runner)
+    for i in range(3):
+        hook.after_train_iter(runner, i, data_batch=i)
+    with pytest.raises(MeasuredEnough):
+        hook.after_train_iter(runner, 3, data_batch=3)
+    # stamps 0, 1, 3, 4, 5: three timed iterations from t=1 to t=5, 8 images each
+    assert hook.images_per_s(8) == 3 * 8 / 4
+    assert hook.data_wait_fraction() == pytest.approx((0.2 + 0.1 + 0.3) / 4)
+    assert hook.last_batch == 3
+    short = ThroughputHook(warmup=4, iterations=4, device=torch.device('cpu'))
+    short.stamps = [0.0, 1.0]
+    with pytest.raises(ValueError, match='raise --pipeline-iters'):
+        short.images_per_s(8)
+
+
+def test_bench_pipeline_summarises_rounds(monkeypatch):
+    """MixCo runs at 3/4 of MoCo-v2's rate in both rounds while the machine halves its speed."""
+    rates = {('mocov2', 0): 100.0, ('mixco', 0): 75.0, ('mocov2', 1): 50.0, ('mixco', 1): 37.5}
+
+    def block(method, s, device, data_root, work_dir, name):
+        r = int(name[-1])
+        return dict(images_per_s=rates[method, r], iterations=6, data_wait_fraction=0.2,
+                    epoch_peak_bytes=None, seconds=[s.batch / (1.25 * rates[method, r])],
+                    own_bytes=10, peak_bytes=40 if method == 'mixco' else 32)
+
+    monkeypatch.setattr(speed_pipeline, 'pipeline_block', block)
+    s = Settings(batch=8, pipeline_rounds=2)
+    out = bench_pipeline(s, torch.device('cpu'), 'data', 'tmp', dict(mocov2=4e9, mixco=5.5e9),
+                         peak=None)
+    assert out['time_ratio'] == pytest.approx(4 / 3)
+    assert out['bare_time_ratio'] == pytest.approx(4 / 3) and out['memory_ratio'] == 1.25
+    mixco = out['methods']['mixco']
+    assert mixco['images_per_s'] == [75.0, 37.5] and mixco['median_efficiency'] == 0.8
+    assert mixco['bound'] == 'data' and mixco['tflops'] == pytest.approx(56.25 * 5.5e9 / 1e12)
+    assert 'epoch_memory_ratio' not in out and out['views'] == 'pil'

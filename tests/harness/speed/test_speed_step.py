@@ -1,0 +1,34 @@
+"""benchmark.harness.speed.step: the family table, its configs, and a step of each member."""
+import pytest
+import torch
+
+from benchmark.harness.speed.step import (FAMILY, METHODS, PAIRS, build_step, model_cfg,
+                                          step_inputs, train_step)
+from benchmark.harness.speed.timing import Settings
+from benchmark.layout import REPO_ROOT
+
+
+def test_family_pairs_each_member_with_its_baseline():
+    assert PAIRS == {'mixco_moco': ('mixco', 'mocov2'), 'imix_moco': ('imix', 'mocov2'),
+                     'unmix_moco': ('unmix', 'mocov2'), 'mochi_moco': ('mochi', 'mocov2'),
+                     'mixco_simclr': ('mixco_simclr', 'simclr')}
+    assert METHODS['unmix'] == 'Un-Mix (MoCo-v2)' and tuple(METHODS) == FAMILY
+    assert all((REPO_ROOT / 'configs' / f'{m}_r18_tiny.py').is_file() for m in FAMILY)
+
+
+def test_model_cfg_takes_the_backbone_and_times_mochi_mixing():
+    cfg = model_cfg('mochi', Settings(depth=34, small_stem=True))
+    assert cfg.model.backbone == dict(depth=34, small_stem=True)
+    assert cfg.model.type == 'MoCHiMoCo' and cfg.model.mix_warmup_epochs == 0
+    assert 'mix_warmup_epochs' not in model_cfg('mixco', Settings()).model
+
+
+@pytest.mark.parametrize('method', ['imix', 'unmix', 'mochi'])
+def test_a_step_of_each_new_member_updates_the_weights(method):
+    s = Settings(input_size=16, batch=4, small_stem=True)
+    model, opt = build_step(method, s, torch.device('cpu'))
+    before = model.backbone.conv1.weight.detach().clone()
+    train_step(model, opt, step_inputs([torch.randn(4, 3, 16, 16) for _ in range(2)], s))
+    assert not torch.equal(model.backbone.conv1.weight, before)
+    if method == 'mochi':
+        assert model.mixing()  # the measured step mixes hard negatives

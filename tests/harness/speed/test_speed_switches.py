@@ -1,0 +1,72 @@
+"""tools/benchmark_speed.py's precision, channels_last and views switches at tiny size on CPU."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from benchmark.engine.config.check import validate_config
+from benchmark.harness.speed.pipeline import pipeline_cfg
+from benchmark.harness.speed.step import build_step, step_inputs, train_step
+from benchmark.harness.speed.timing import Settings
+from tests.conftest import ROOT
+
+TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
+        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
+        '--num-workers', '0', '--small-stem', '--views-native', '16', '--views-repeats', '1']
+
+
+def test_pipeline_config_gets_the_switches(tmp_path):
+    plain = pipeline_cfg('mixco', Settings(), 'data', str(tmp_path), 'a')
+    fast = pipeline_cfg('mixco', Settings(precision='bf16', channels_last=True), 'data',
+                        str(tmp_path), 'b')
+    assert plain.optim_wrapper.type == 'OptimWrapper'
+    assert 'ChannelsLastHook' not in [h['type'] for h in plain.custom_hooks]
+    assert (fast.optim_wrapper.type, fast.optim_wrapper.dtype) == ('CPUCapableAmpOptimWrapper',
+                                                                   'bfloat16')
+    assert fast.optim_wrapper.optimizer == plain.optim_wrapper.optimizer
+    assert [h['type'] for h in fast.custom_hooks][-1] == 'ChannelsLastHook'
+    validate_config(fast)
+
+
+def test_gpu_views_switch_gives_the_fast_configs_views(tmp_path):
+    cfg = pipeline_cfg('mocov2', Settings(views='gpu', input_size=32), 'data', str(tmp_path), 'c')
+    assert cfg.train_dataloader.dataset.view == 'raw_uint8'
+    assert cfg.model.data_preprocessor == dict(type='GPUViewPreprocessor', view='mocov2',
+                                               input_size=32)
+    validate_config(cfg)
+
+
+@pytest.mark.parametrize('precision, channels_last, expected', [
+    ('fp32', False, (torch.float32, False)), ('bf16', True, (torch.bfloat16, True))])
+def test_bare_step_runs_in_the_chosen_precision_and_layout(precision, channels_last, expected):
+    s = Settings(input_size=16, batch=4, small_stem=True, precision=precision,
+                 channels_last=channels_last)
+    model, opt = build_step('mixco', s, torch.device('cpu'))
+    seen = []
+    model.backbone.layer1.register_forward_hook(lambda mod, args, out: seen.append(
+        (out.dtype, out.is_contiguous(memory_format=torch.channels_last))))
+    inputs = step_inputs([torch.randn(4, 3, 16, 16) for _ in range(2)], s)
+    before = model.backbone.conv1.weight.detach().clone()
+    train_step(model, opt, inputs, {'fp32': None, 'bf16': torch.bfloat16}[precision])
+    assert seen and set(seen) == {expected}
+    assert not torch.equal(model.backbone.conv1.weight, before)  # the step updated the weights
+    assert model.queue.dtype == torch.float32
+
+
+@pytest.mark.slow
+def test_tiny_run_with_bf16_and_channels_last(tmp_path, subprocess_env):
+    out = tmp_path / 'speed.json'
+    proc = subprocess.run([sys.executable, 'tools/benchmark_speed.py', *TINY, '--precision',
+                           'bf16', '--channels-last', '--skip', 'features', 'knn', 'views', '--out',
+                           str(out)], cwd=ROOT, env=subprocess_env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert (result['settings']['precision'], result['settings']['channels_last']) == ('bf16', True)
+    assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
+    assert list(result['pipeline']) == ['pil-bf16-cl']
+    assert all(p['median_images_per_s'] > 0
+               for p in result['pipeline']['pil-bf16-cl']['methods'].values())
+    assert 'Bare steps (bf16, channels_last)' in proc.stdout and '| pil-bf16-cl |' in proc.stdout

@@ -1,0 +1,160 @@
+"""Suite files: expansion into runs (stable names, override digests, grids), the config hash
+tools/train.py records, the shipped suites, and bad files as one-line errors."""
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import benchmark.components  # noqa: F401  registers what the configs name
+from benchmark.engine.config.check import merge_options, read_config
+from benchmark.engine.launch import config_identity, load_config
+from benchmark.suites.spec import (DEFAULT, SuiteError, digest, expand_suite, option_text,
+                                          parse_option)
+from benchmark.layout import SUITE_CONFIG_DIR
+from tests.conftest import ROOT
+
+DIGITS = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
+
+
+def write_suite(tmp_path, text: str, name: str = 'tiny'):
+    path = tmp_path / f'{name}.py'
+    path.write_text(text)
+    return str(path)
+
+
+def test_names_are_stem_digest_seed_and_stable(tmp_path):
+    """A config as it is: <stem>-s<seed>; with overrides: <stem>-<8 hex of them>-s<seed>, the
+    same whatever the order they are written in, and the same on every expansion."""
+    plain = expand_suite(write_suite(tmp_path, f'configs = {DIGITS!r}\nseeds = [0, 3]\n'),
+                         results_root=str(tmp_path / 'r'), work_root=str(tmp_path / 'w'))
+    assert [r.name for r in plain.runs] == ['mocov2_r18_digits-s0', 'mocov2_r18_digits-s3',
+                                            'mixco_r18_digits-s0', 'mixco_r18_digits-s3']
+    assert plain.runs[1].work_dir == str(tmp_path / 'w' / 'suites' / 'tiny' / 'mocov2_r18_digits-s3')
+    assert plain.results_dir == str(tmp_path / 'r' / 'suites' / 'tiny')
+    text = ("configs = [dict(config='configs/mixco_r18_digits.py', "
+            "grid={'model.mix_temperature': [0.1], 'model.mix_weight': [2.0]})]\nseeds = [1]\n")
+    swapped = text.replace("'model.mix_temperature': [0.1], 'model.mix_weight': [2.0]",
+                           "'model.mix_weight': [2.0], 'model.mix_temperature': [0.1]")
+    one = expand_suite(write_suite(tmp_path, text, 'a')).runs[0]
+    two = expand_suite(write_suite(tmp_path, swapped, 'b')).runs[0]
+    expected = hashlib.sha256(json.dumps({'model.mix_temperature': '0.1', 'model.mix_weight': '2.0'},
+                                         sort_keys=True).encode()).hexdigest()[:8]
+    assert one.name == two.name == f'mixco_r18_digits-{expected}-s1'
+    assert one.config_sha256 == two.config_sha256
+    assert one.variant == {'model.mix_temperature': 0.1, 'model.mix_weight': 2.0}
+    assert one.option_args[-1] == 'randomness.seed=1'
+
+
+def test_config_hash_is_what_train_py_records(tmp_path):
+    """tools/train.py hashes config_identity of load_config(config, --cfg-options, --work-dir,
+    launcher, --resume): the same for a fresh start, a resume and another launcher."""
+    suite = expand_suite(write_suite(tmp_path, "configs = ['configs/mixco_r18_digits.py']\n"
+                                     "cfg_options = {'train_cfg.max_epochs': 2}\nseeds = [4]\n"))
+    run = suite.runs[0]
+    options = {a.split('=', 1)[0]: parse_option(a.split('=', 1)[1]) for a in run.option_args}
+    for launcher, resume in (('pytorch', None), ('slurm', 'auto')):
+        cfg = load_config('configs/mixco_r18_digits.py', options, run.work_dir, launcher, resume)
+        assert hashlib.sha256(config_identity(cfg).encode()).hexdigest() == run.config_sha256
+    # tools/eval.py: the config read and merged with the same --cfg-options, no work dir.
+    cfg = read_config('configs/mixco_r18_digits.py')
+    merge_options(cfg, options)
+    assert hashlib.sha256(config_identity(cfg).encode()).hexdigest() == run.config_sha256
+    assert run.info['method'] == 'mixco' and run.info['seed'] == 4 and run.max_epochs == 2
+    other = expand_suite(write_suite(tmp_path, "configs = ['configs/mixco_r18_digits.py']\n"
+                                     "seeds = [4]\n", 'other')).runs[0]
+    assert other.config_sha256 != run.config_sha256  # max_epochs differs
+
+
+def test_grids_expand_as_products_and_unions(tmp_path):
+    text = ("configs = [dict(config='configs/mixco_r18_digits.py', grid=["
+            "{'model.mix_temperature': [0.1, 0.3], 'model.mix_weight': [0.5, 2.0]},"
+            "{'model.mix_pairing': 'permutation'}])]\nseeds = [0, 1]\n")
+    suite = expand_suite(write_suite(tmp_path, text))
+    labels = sorted({r.variant_label for r in suite.runs})
+    assert labels == ['model.mix_pairing=permutation',
+                      'model.mix_temperature=0.1, model.mix_weight=0.5',
+                      'model.mix_temperature=0.1, model.mix_weight=2.0',
+                      'model.mix_temperature=0.3, model.mix_weight=0.5',
+                      'model.mix_temperature=0.3, model.mix_weight=2.0']
+    assert len(suite.runs) == 10 and len({r.name for r in suite.runs}) == 10
+
+
+def test_a_variant_equal_to_the_default_runs_once_with_a_note(tmp_path):
+    text = ("configs = ['configs/mixco_r18_digits.py', dict(config='configs/mixco_r18_digits.py',"
+            " grid={'model.mix_temperature': [0.2, 0.5]})]\n")  # 0.2 is the digits default
+    suite = expand_suite(write_suite(tmp_path, text))
+    assert [r.variant_label for r in suite.runs] == ['', 'model.mix_temperature=0.5']
+    assert len(suite.notes) == 1 and 'same config as mixco_r18_digits-s0' in suite.notes[0]
+
+
+def test_option_text_round_trips_through_cfg_options():
+    for value in (3, 0.05, 1e-4, True, None, 'beta', [1, 2], (0.2, 1.0), ['a', [1, 2]]):
+        assert parse_option(option_text(value)) == value
+    for bad in ({'a': 1}, '1', 'two words', 'true', ''):
+        with pytest.raises(SuiteError):
+            option_text(bad)
+    assert digest({'b': 1, 'a': 'x'}) == digest({'a': 'x', 'b': 1}) != digest({'a': 'y', 'b': 1})
+
+
+def test_shipped_suites_expand_and_validate():
+    """Every suite file builds and checks every run's config; the ablation keeps its variants."""
+    names = {p.stem: p for p in SUITE_CONFIG_DIR.glob('*.py')}
+    assert {'demo_digits', 'paper_table1_r18', 'mixco_ablation_r18', 'mix_family_r18',
+            'mix_family_digits'} <= set(names)
+    suites = {name: expand_suite(str(path)) for name, path in names.items()}
+    demo = suites['demo_digits']
+    assert (len(demo.runs), demo.procs, demo.evaluations) == (6, 2, (DEFAULT,))
+    table1 = suites['paper_table1_r18']
+    assert {r.info['method'] for r in table1.runs} == {'supervised', 'mocov2', 'mixco', 'simclr',
+                                                        'mixco_simclr'}
+    assert [e.name for e in table1.evaluations] == ['default', 'linear_paper',
+                                                     'linear_paper@cifar10', 'linear_paper@cifar100']
+    ablation = suites['mixco_ablation_r18']
+    variants = {r.variant_label for r in ablation.runs if r.info['method'] == 'mixco'}
+    assert len(variants) == 11 and '' in variants and 'model.mix_joint_forward=False' in variants
+    assert {'model.mix_temperature=0.5', 'model.mix_weight=2.0', 'model.mix_pairing=permutation',
+            'model.mix_lambda=beta, model.mix_alpha=0.2'} <= variants
+    assert len(ablation.runs) == 12 * 3
+    family = suites['mix_family_digits']
+    assert [r.info['method'] for r in family.runs[::2]] == ['mocov2', 'mixco', 'imix', 'unmix', 'mochi']
+    assert family.seeds == [0, 1]
+    assert {r.info['method'] for r in suites['mix_family_r18'].runs} == {
+        'mocov2', 'mixco', 'imix', 'unmix', 'mochi'}
+
+
+@pytest.mark.parametrize('text, message', [
+    ("configs = ['configs/nope.py']\n", 'config configs/nope.py not found'),
+    ("configs = ['configs/mocov2_r18_digits.py']\nseed = [0]\n", "unknown key 'seed' (did you mean 'seeds'?)"),
+    ("configs = [dict(config='configs/mixco_r18_digits.py', grid={'model.mix_temprature': [0.1]})]\n",
+     "run mixco_r18_digits-"),
+    ("configs = [dict(config='configs/mocov2_r18_digits.py', cfg_options={'train_cfg.max_epochs': 0})]\n",
+     'train_cfg.max_epochs'),
+    ("configs = ['configs/mocov2_r18_digits.py']\nseeds = [0, 0]\n", 'lists a value twice'),
+    ("configs = ['configs/mocov2_r18_digits.py']\nevaluations = ['linear']\n", 'unknown protocol'),
+    ("configs = ['configs/mocov2_r18_digits.py']\nevaluations = [dict(protocols='knn', "
+     "eval_data='cifar10')]\n", 'needs data_root'),
+    ("configs = ['configs/mocov2_r18_digits.py']\nprocs = 0\n", 'procs must be an integer >= 1'),
+    ("configs = []\n", 'configs is missing or empty'),
+    # the queue must hold every process's batch: known from procs before anything starts
+    ("configs = ['configs/mocov2_r18_digits.py']\nprocs = 64\n",
+     'model.queue_size (1024) must be >= the total batch, 64 process(es)'),
+])
+def test_bad_suites_are_one_line_errors(tmp_path, text, message):
+    with pytest.raises(SuiteError, match=None) as info:
+        expand_suite(write_suite(tmp_path, text))
+    assert message in str(info.value) and '\n' not in str(info.value)
+    if 'temprature' in text:
+        assert "unknown key 'model.mix_temprature'" in str(info.value)
+
+
+@pytest.mark.slow
+def test_tool_exits_2_with_one_line(tmp_path, subprocess_env):
+    bad = write_suite(tmp_path, "configs = [dict(config='configs/mixco_r18_digits.py', "
+                                "grid={'model.mix_temprature': [0.1]})]\n")
+    proc = subprocess.run([sys.executable, 'tools/run_suite.py', bad, '--dry-run'], cwd=ROOT,
+                          env=subprocess_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ''
+    assert proc.stderr.count('\n') == 1 and proc.stderr.startswith('error: suite ')
+    assert "unknown key 'model.mix_temprature'" in proc.stderr
