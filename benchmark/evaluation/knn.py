@@ -14,7 +14,6 @@ import torch
 from torch import Tensor
 
 from benchmark.evaluation.knn_torch import exact_search
-from benchmark.evaluation.topk import topk_accuracy
 
 ArrayLike = Union[np.ndarray, Tensor]
 
@@ -172,6 +171,3 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
     votes = labels[idx.clamp(min=0)]  # N_test x k; padded slots vote with weight 0
     scores = torch.zeros(test.shape[0], num_classes, dtype=torch.float64)
     return scores.scatter_add_(1, votes, weights)  # N_test x C
-
-
-knn_accuracy = topk_accuracy  # the name the DESIGN.md contract and older code use

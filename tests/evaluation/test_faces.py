@@ -1,4 +1,4 @@
-"""The contract faces benchmark.knn and benchmark.cluster (DESIGN.md "Public contracts").
+"""The contract faces benchmark.knn and benchmark.cluster (docs/design.md, "Public contracts").
 
 They re-export the code of benchmark.evaluation; external checks call them by these paths, so
 they must stay the same objects and give the contract's numbers (float64 brute-force references).
@@ -12,12 +12,11 @@ import torch
 import benchmark.evaluation.cluster
 import benchmark.evaluation.knn
 from benchmark.cluster import cluster_scores
-from benchmark.knn import knn_accuracy, knn_predict
+from benchmark.knn import knn_predict
 
 
 def test_faces_are_the_evaluation_objects():
     assert knn_predict is benchmark.evaluation.knn.knn_predict
-    assert knn_accuracy is benchmark.evaluation.knn.knn_accuracy
     assert cluster_scores is benchmark.evaluation.cluster.cluster_scores
 
 
@@ -49,13 +48,6 @@ def test_knn_predict_matches_bruteforce(as_torch):
                                rtol=2e-5)
     # each row spends exactly k votes: its sum is the sum of the k largest exp(sim / t)
     assert ((scores > 0).sum(1) <= 5).all()
-
-
-def test_knn_accuracy_is_top_k_in_percent():
-    scores = np.array([[0.1, 0.7, 0.2], [0.5, 0.3, 0.2], [0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
-    labels = np.array([1, 1, 0, 2])
-    # top1: row 0 only; top2: rows 0 and 1 (row 2's label 0 is last, row 3's label 2 is last)
-    assert knn_accuracy(scores, labels, topk=(1, 2, 5)) == {'top1': 25.0, 'top2': 50.0}
 
 
 def _naive_davies_bouldin(x, y):

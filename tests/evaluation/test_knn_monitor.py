@@ -18,9 +18,10 @@ import benchmark.data  # noqa: F401  registers Digits
 import methods  # noqa: F401
 from benchmark.engine.tracking import configure_wandb
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.knn import knn_accuracy, knn_predict
+from benchmark.evaluation.knn import knn_predict
 from benchmark.evaluation.knn_monitor import KNNMonitorHook
 from benchmark.evaluation.monitor import fixed_subset
+from benchmark.evaluation.topk import topk_accuracy
 from tests.conftest import ROOT
 
 DIGITS = dict(type='Digits', data_root='', split='train', input_size=16, view='mocov2')
@@ -91,7 +92,7 @@ def test_logged_accuracy_is_the_knn_of_the_subset_and_train_mode_is_back():
     subsets = hook.subsets(runner.cfg)
     bank, bank_labels = extract_features(runner.model.backbone, subsets['train'], progress=False)
     queries, labels = extract_features(runner.model.backbone, subsets['val'], progress=False)
-    expected = knn_accuracy(knn_predict(bank, bank_labels, queries, 10, k=20), labels)
+    expected = topk_accuracy(knn_predict(bank, bank_labels, queries, 10, k=20), labels)
     assert scalars == {'knn_monitor/top1': expected['top1'], 'knn_monitor/top5': expected['top5']}
     assert runner.visualizer.calls == [(scalars, 1)]
     assert runner.message_hub.get_scalar('knn_monitor/top1').current() == expected['top1']

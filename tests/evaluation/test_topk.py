@@ -41,6 +41,18 @@ def test_k_larger_than_classes_is_skipped():
     assert topk_accuracy(scores, labels, topk=(5,)) == {}
 
 
+def test_counts_by_hand_default_topk_and_tensors():
+    scores = torch.tensor([[0.9, 0.5, 0.1, 0.0, 0.0, 0.0],    # true 0: top-1 hit
+                           [0.1, 0.9, 0.8, 0.7, 0.6, 0.5],    # true 5: rank 5, top-5 hit only
+                           [0.9, 0.8, 0.7, 0.6, 0.5, 0.0],    # true 5: rank 6, miss
+                           [0.0, 0.0, 0.3, 0.9, 0.0, 0.0]])   # true 2: rank 2
+    labels = torch.tensor([0, 5, 5, 2])
+    assert topk_accuracy(scores, labels) == pytest.approx({'top1': 25.0, 'top5': 75.0})
+    assert topk_accuracy(scores.numpy(), labels.numpy(), topk=(1, 2)) == \
+        pytest.approx({'top1': 25.0, 'top2': 50.0})
+    assert set(topk_accuracy(scores[:, :4], torch.tensor([0, 1, 1, 2]))) == {'top1'}
+
+
 @pytest.mark.parametrize('scores,labels', [
     (np.zeros(4), np.zeros(4)),  # scores not (N, C)
     (np.zeros((4, 3)), np.zeros(3)),  # labels of another length

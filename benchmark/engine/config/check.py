@@ -119,7 +119,7 @@ def _check_queue(cfg: Config, world_size: int) -> None:
                           f'{total}; raise model.queue_size or lower the batch')
 
 
-# Module paths configs listed before the suite was split into packages (issue 10).
+# Module paths that configs of earlier versions of the suite listed in custom_imports.
 OLD_MODULES = ('benchmark.datasets', 'benchmark.sampler', 'benchmark.hooks',
                'benchmark.knn_monitor', 'benchmark.checkpoint_hook', 'benchmark.preemption',
                'benchmark.tracking', 'benchmark.nan_guard', 'benchmark.linear_metric',

@@ -1,5 +1,5 @@
-"""Speed and memory of MixCo and its family against their baselines (issues 5, 12, 14; the
-paper's Table 3), each beside its arithmetic floor.
+"""Speed and memory of MixCo and its family against their baselines (the paper's Table 3),
+each beside its arithmetic floor.
 
 The parts, each running the compared variants in turn (A B C, C B A, ...) and reporting medians,
 because a shared machine's speed drifts over minutes:
