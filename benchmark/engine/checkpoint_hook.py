@@ -11,12 +11,12 @@ import os.path as osp
 from typing import Optional
 
 import torch
-from mmengine.dist import all_gather_object, get_rank, get_world_size, is_main_process
+from mmengine.dist import all_gather_object, get_rank, get_world_size
 from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
+from benchmark import dist
 from benchmark.atomic_io import atomic_write_text, fsync_dir
-from benchmark.dist import any_process, unwrap
 from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
@@ -70,7 +70,7 @@ class SafeCheckpointHook(CheckpointHook):
         name = ITER_CHECKPOINT.format(step)
         self._write(runner, name, by_epoch=False)
         path = osp.join(self.out_dir, name)
-        if is_main_process():
+        if dist.is_main():
             for old in glob.glob(osp.join(self.out_dir, ITER_CHECKPOINT.format('*'))):
                 if osp.abspath(old) != osp.abspath(path):
                     os.remove(old)
@@ -91,15 +91,15 @@ class SafeCheckpointHook(CheckpointHook):
             self.keep_ckpt_ids.append(step)
             runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
         self._write(runner, self.filename_tmpl.format(step), by_epoch=self.by_epoch, meta=meta)
-        if doomed is not None and is_main_process():
+        if doomed is not None and dist.is_main():
             old = osp.join(self.out_dir, self.filename_tmpl.format(doomed))
             if osp.isfile(old):
                 os.remove(old)
 
     def _write(self, runner, filename: str, by_epoch: bool, meta: Optional[dict] = None) -> None:
-        model = unwrap(runner.model)
+        model = dist.unwrap(runner.model)
         bad = non_finite_tensors(model.state_dict())
-        if any_process(bool(bad)):  # collective: every process stops, none waits in a gather
+        if dist.any_process(bool(bad)):  # collective: every process stops, none waits in a gather
             where = (f'{len(bad)} tensors (first: {bad[0]}) on process {get_rank()}' if bad
                      else 'tensors of another process')
             raise DivergedError(f'training diverged at iteration {runner.iter + 1}: refusing '
@@ -117,11 +117,11 @@ class SafeCheckpointHook(CheckpointHook):
                                    meta=dict(meta or {}), by_epoch=by_epoch,
                                    backend_args=self.backend_args, **self.args)
         except BaseException:  # e.g. a full disk: no half-written file stays behind
-            if is_main_process() and osp.exists(osp.join(self.out_dir, tmp)):
+            if dist.is_main() and osp.exists(osp.join(self.out_dir, tmp)):
                 os.remove(osp.join(self.out_dir, tmp))
             raise
         self._rng_states = None
-        if not is_main_process():
+        if not dist.is_main():
             return
         with open(osp.join(self.out_dir, tmp), 'rb+') as handle:
             os.fsync(handle.fileno())

@@ -9,7 +9,6 @@ from typing import Callable, Dict, Optional, Sequence
 
 import torch
 from mmengine.config import Config
-from mmengine.dist import get_dist_info
 from mmengine.hooks import Hook
 from mmengine.registry import DATASETS
 from torch import nn
@@ -52,7 +51,7 @@ def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
         dataset = cls(data_root=dataset_cfg['data_root'], split=split,
                       input_size=dataset_cfg['input_size'], view='test', **policy)
         splits[split] = extract_features(backbone, dataset, batch_size, num_workers)
-    if get_dist_info()[0] != 0:
+    if not dist.is_main():
         return None  # every process extracts its shard; rank 0 alone runs the protocols
     num_classes = len(dataset.classes)
     return run_protocols(splits['train'], splits['val'], num_classes, protocols, seed=seed,

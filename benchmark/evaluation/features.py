@@ -7,6 +7,8 @@ from mmengine.utils import ProgressBar
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from benchmark import dist
+
 
 @torch.no_grad()
 def extract_features(backbone: nn.Module,
@@ -38,7 +40,7 @@ def extract_features(backbone: nn.Module,
     loader = DataLoader(shard, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     was_training = backbone.training
     backbone.eval()
-    bar = ProgressBar(len(shard)) if progress and rank == 0 else None
+    bar = ProgressBar(len(shard)) if progress and dist.is_main() else None
     feats, labels = [], []
     try:
         for batch in loader:

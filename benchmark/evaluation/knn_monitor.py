@@ -8,12 +8,12 @@ from typing import Dict, Optional
 
 import numpy as np
 from mmengine.config import Config
-from mmengine.dist import get_dist_info
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import DATASETS, HOOKS
 from torch.utils.data import Subset
 
+from benchmark import dist
 from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_predict
@@ -87,7 +87,7 @@ class KNNMonitorHook(Hook):
                                              self.num_workers, progress=False)
         queries, labels = extract_features(model.backbone, subsets['val'], self.batch_size,
                                            self.num_workers, progress=False)
-        if get_dist_info()[0] != 0:
+        if not dist.is_main():
             return None
         epoch = runner.epoch + 1  # after_train_epoch runs before the loop counts the epoch
         try:

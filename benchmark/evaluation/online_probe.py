@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.dist import all_reduce, get_dist_info, get_world_size
+from mmengine.dist import all_reduce, get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import DATASETS, HOOKS
 from torch import Tensor, nn
@@ -238,6 +238,6 @@ class OnlineLinearProbeHook(Hook):
         epoch = runner.epoch + 1  # after_train_epoch runs before the loop counts the epoch
         accuracy = topk_accuracy(scores, labels)
         self.last = dict(accuracy, epoch=epoch)
-        if get_dist_info()[0] != 0:
+        if not dist.is_main():
             return None
         return log_epoch_metrics(runner, PROTOCOL, accuracy, epoch, f'val images {len(labels)}')
