@@ -147,7 +147,7 @@ def _mixco_loss_float32(q_mix: Tensor, keys: Tensor, lam: Tensor, negatives: Opt
 
 
 class MixCoLoss(nn.Module):
-    """Module form of `mixco_loss` (public contract of DESIGN.md).
+    """Module form of `mixco_loss` (a public contract: docs/design.md, "Public contracts").
 
     Args:
         temperature: tau_mix (paper: 0.05 on MoCo-v2, 0.5 on SimCLR, 1.0 on ImageNet).

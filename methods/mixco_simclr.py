@@ -1,4 +1,5 @@
-"""MixCo on SimCLR, with the semantics of the authors' SimCLR code (see DESIGN.md)."""
+"""MixCo on SimCLR, with the semantics of the authors' SimCLR code (docs/design.md, "On SimCLR
+(the authors' code)")."""
 from typing import Dict
 
 import torch

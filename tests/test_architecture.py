@@ -1,6 +1,6 @@
 """The floor plan holds: imports run one way, no circles, no private names across modules, small
 files, a sentence in every package's __init__, configs name only the registration module, every
-module has a test that imports it (docs/design.md "Layout")."""
+module has a test that imports it (docs/design.md, "Architecture")."""
 import ast
 
 import pytest

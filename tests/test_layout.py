@@ -51,8 +51,8 @@ def test_suite_paths():
         'slurm_job_id', 'curves.png')
 
 
-def test_import_path_puts_the_checkout_first_and_keeps_the_rest():
-    root = str(layout.REPO_ROOT)
+def test_import_path_puts_the_checkout_first_and_keeps_the_rest(tmp_path):
+    root, site = str(layout.REPO_ROOT), str(tmp_path / 'site')
     assert layout.import_path({}) == root
     assert layout.import_path({'PYTHONPATH': ''}) == root
-    assert layout.import_path({'PYTHONPATH': '/tmp/site'}) == os.pathsep.join([root, '/tmp/site'])
+    assert layout.import_path({'PYTHONPATH': site}) == os.pathsep.join([root, site])

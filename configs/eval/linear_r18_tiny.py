@@ -1,9 +1,10 @@
-# The paper's linear evaluation (DESIGN.md "Hyperparameters"; MoCo's main_lincls.py, which the
-# MixCo authors follow) of a ResNet-18 encoder on Tiny-ImageNet-200: frozen encoder in eval mode,
-# 100 epochs, SGD lr 3.0 momentum 0.9 weight decay 0, lr x0.1 at epochs 60 and 80, batch 256,
-# RandomResizedCrop + flip for training and resize + center crop for test, 224 px as the authors
-# upsample. Set model.checkpoint and train_dataloader.dataset.data_root (tools/eval.py
-# --protocols linear_paper does; the val split is read from the same root).
+# The paper's linear evaluation (docs/design.md, "The paper's hyperparameters and their sources";
+# MoCo's main_lincls.py, which the MixCo authors follow) of a ResNet-18 encoder on
+# Tiny-ImageNet-200: frozen encoder in eval mode, 100 epochs, SGD lr 3.0 momentum 0.9 weight
+# decay 0, lr x0.1 at epochs 60 and 80, batch 256, RandomResizedCrop + flip for training and
+# resize + center crop for test, 224 px as the authors upsample. Set model.checkpoint and
+# train_dataloader.dataset.data_root (tools/eval.py --protocols linear_paper does; the val split
+# is read from the same root).
 _base_ = ['../_base_/runtime/default.py']
 custom_imports = dict(imports=['methods', 'benchmark.components'], allow_failed_imports=False)
 # No kNN monitor: the encoder is frozen, it would log the same number every time.

@@ -1,4 +1,4 @@
-# Issue 14's comparison: MoCo-v2 and the mix-based methods built on it (MixCo, i-Mix, Un-Mix,
+# The mix-up family compared: MoCo-v2 and the mix-based methods built on it (MixCo, i-Mix, Un-Mix,
 # MoCHi), ResNet-18 on Tiny-ImageNet, 100 epochs, 3 seeds; the default protocols and the
 # authors' linear protocol. Δ and paired Δ are against MoCo-v2 (benchmark/names.py BASELINES).
 configs = [

@@ -1,5 +1,6 @@
 # Ablation of MixCo on MoCo-v2 (ResNet-18, Tiny-ImageNet, 100 epochs, 3 seeds): one factor at a
-# time away from the paper's MixCo, through the fields MixCoMoCo exposes (README "Methods").
+# time away from the paper's MixCo, through the fields MixCoMoCo exposes (docs/methods.md,
+# "MixCo's variants").
 # Every variant is its own row, labelled with its override, compared with MoCo-v2 (Δ and the
 # paired Δ over seeds) and never averaged with the default MixCo.
 configs = [

@@ -73,10 +73,11 @@ def test_bad_data_policy():
 
 
 def test_examples_are_relative_to_the_root():
-    paths = ['/d/root/a/1.jpg', '/d/root/b/2.jpg', '/d/root/c/3.jpg']
+    root = os.path.join('data', 'tiny')
+    paths = [os.path.join(root, c, f'{i}.jpg') for i, c in enumerate('abc', 1)]
     first, second = os.path.join('a', '1.jpg'), os.path.join('b', '2.jpg')
-    assert examples_of('/d/root', paths) == f'{first}, {second}'
-    assert examples_of('/d/root', paths, 1) == os.path.join('a', '1.jpg')
+    assert examples_of(root, paths) == f'{first}, {second}'
+    assert examples_of(root, paths, 1) == os.path.join('a', '1.jpg')
 
 
 def test_load_rgb_converts_grey_and_palette_images(tmp_path):

@@ -98,7 +98,8 @@ def test_eval_config_loads_and_builds(path: Path):
 @pytest.mark.parametrize('name', ['linear_r18_tiny.py', 'linear_r50_tiny.py',
                                   'linear_r18_cifar10.py', 'linear_r18_cifar100.py'])
 def test_paper_linear_hyperparameters(name: str):
-    """DESIGN.md: 100 epochs, SGD lr 3.0 m 0.9 wd 0, x0.1 at 60/80, batch 256, 224 px."""
+    """docs/design.md, "The paper's hyperparameters and their sources": 100 epochs, SGD lr 3.0
+    m 0.9 wd 0, x0.1 at 60/80, batch 256, 224 px."""
     cfg = Config.fromfile(str(ROOT / 'configs' / 'eval' / name))
     opt = cfg.optim_wrapper.optimizer
     assert (opt.type, opt.lr, opt.momentum, opt.weight_decay) == ('SGD', 3.0, 0.9, 0.0)
