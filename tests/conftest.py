@@ -18,9 +18,16 @@ needs_wandb = pytest.mark.skipif(importlib.util.find_spec('wandb') is None,
                                  reason='wandb is not installed')
 
 
+E2E = ROOT / 'tests' / 'e2e'
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""
+    """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), and only those.
+    Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""
     import torch
+    for item in items:
+        if item.path.resolve().is_relative_to(E2E):
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')
