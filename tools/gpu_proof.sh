@@ -1,45 +1,67 @@
 #!/usr/bin/env bash
-# Everything issue 12 measures on a GPU, in as few device calls as possible: install the carried
-# wheels, check imports and the card, run the CUDA tests, kill and resume a real NCCL run, and
-# time the paper's setting; a table of the outcomes is printed last.
+# Every GPU check and measurement of the suite on one CUDA machine: install carried wheels, check
+# imports and the card, run the CUDA tests, kill and resume a real NCCL run, and time the paper's
+# setting; a table of the outcomes is printed last.
 #
-#   here, once:  bash ../shared/gpu/fetch_wheels.sh         (-> .whl/, ignored by git)
-#   there:       STEPS="env tests kill" bash tools/gpu_proof.sh     (about 4 minutes)
-#                STEPS="env speed" bash tools/gpu_proof.sh          (about 8 minutes)
-#   (the device tool: run(command=..., carry=[".whl"]); each call must end within 10 minutes)
+#   usage: tools/gpu_proof.sh [OUTPUT_DIR]      (default results/gpu_proof/)
 #
-# Outputs go to $OUT (the device tool's folder; default results/gpu_proof/): env.log, tests.log,
-# kill_resume.json and .log, speed.log and <device>.json / .md (commit those two to
-# results/speed/). Knobs: STEPS (default "env tests kill speed"), SPEED_ARGS and KILL_ARGS
-# (appended to the tools' arguments), WHEELS (default .whl), PYTHON (default python3).
-# Any step may fail without stopping the others; the exit code is the number of failed steps.
+#   STEPS="env tests kill" bash tools/gpu_proof.sh OUTPUT_DIR   # versions + card, CUDA tests, NCCL kill/resume
+#   STEPS="env speed" bash tools/gpu_proof.sh OUTPUT_DIR        # benchmark_speed.py --paper
+#   (each invocation is sized to finish within about 10 minutes)
+#
+# The machine's own PyTorch is used. If it lacks mmengine, lightly, faiss-cpu or kornia, put their
+# wheels (and those of any of their dependencies it lacks) in .whl/ (ignored by git), e.g. with
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl mmengine lightly ...
+# on a machine with network access (give the GPU machine's Python version); they are installed
+# --no-deps into a scratch folder put first on PYTHONPATH, leaving the machine's packages alone.
+#
+# Outputs in OUTPUT_DIR: env.log, tests.log, kill_resume.json and .log, speed.log and
+# <device>.json / .md (commit those two to results/speed/). Scratch folders (installed wheels, the
+# kill-and-resume run, generated images) come from mktemp -d (under TMPDIR) and are removed at the
+# end. Knobs: STEPS (default "env tests kill speed"), SPEED_ARGS and KILL_ARGS (appended to the
+# tools' arguments), WHEELS (default .whl), PYTHON (default python3), SITE (install the wheels
+# here and keep them), DATA_DIR (keep the speed step's generated images here, reused by the next
+# invocation). Any step may fail without stopping the others; the exit code is the number of
+# failed steps (2 for bad arguments or steps, 99 if the wheels cannot be installed).
 set -uo pipefail
+USAGE='usage: tools/gpu_proof.sh [OUTPUT_DIR]  (default results/gpu_proof/; knobs in the header)'
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-OUT=${OUT:-$ROOT/results/gpu_proof}
-mkdir -p "$OUT"
+case $# in
+  0) dest=$ROOT/results/gpu_proof ;;
+  1) case $1 in
+       -h|--help) echo "$USAGE"; exit 0 ;;
+       ''|-*) echo "error: OUTPUT_DIR '$1': not a folder name; $USAGE" >&2; exit 2 ;;
+       *) dest=$1 ;;
+     esac ;;
+  *) echo "error: $# arguments given, at most one (OUTPUT_DIR) expected; $USAGE" >&2; exit 2 ;;
+esac
 STEPS=${STEPS:-env tests kill speed}
-PYTHON=${PYTHON:-python3}
-WHEELS=${WHEELS:-.whl}
-export PYTHONUNBUFFERED=1 WANDB_MODE=disabled
-declare -A STATUS
 for s in $STEPS; do  # all names checked before anything runs
   case $s in env|tests|kill|speed) ;; *) echo "error: unknown step '$s' (env, tests, kill, speed)" >&2; exit 2 ;; esac
 done
+mkdir -p -- "$dest" 2>/dev/null && dest=$(cd -- "$dest" && pwd) || {
+  echo "error: OUTPUT_DIR '$dest': cannot create or enter the folder; $USAGE" >&2; exit 2; }
+cd "$ROOT"
+PYTHON=${PYTHON:-python3}
+WHEELS=${WHEELS:-.whl}
+export PYTHONUNBUFFERED=1 WANDB_MODE=disabled
+scratch=$(mktemp -d -t gpu-proof.XXXXXX) || { echo "error: mktemp -d failed (TMPDIR)" >&2; exit 2; }
+trap 'rm -rf "$scratch"' EXIT
+declare -A STATUS
 
 if compgen -G "$WHEELS/*.whl" > /dev/null; then  # the machine's own torch stays
-  SITE=${SITE:-/tmp/gpu-proof-site}
+  SITE=${SITE:-$scratch/site}
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$SITE" "$WHEELS"/*.whl || { echo "error: installing $WHEELS/*.whl failed" >&2; exit 99; }
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
-step() {  # step NAME COMMAND...: run it (output to $OUT/NAME.log too), record pass/FAIL
+step() {  # step NAME COMMAND...: run it (output to OUTPUT_DIR/NAME.log too), record pass/FAIL
   local name=$1; shift
   echo "=== $name: $*"
   local start=$SECONDS
-  "$@" 2>&1 | tee "$OUT/$name.log"
+  "$@" 2>&1 | tee "$dest/$name.log"
   local rc=${PIPESTATUS[0]}
   STATUS[$name]="$([ "$rc" = 0 ] && echo pass || echo "FAIL (rc $rc)") in $((SECONDS - start)) s"
 }
@@ -61,7 +83,7 @@ p = torch.cuda.get_device_properties(0)
 print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_memory / 2**30, 1), 'GiB')
 "
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
-        --format=csv >> "$OUT/env.log" 2>&1 || true
+        --format=csv >> "$dest/env.log" 2>&1 || true
       ;;
     tests)  # the CUDA tests, then the modules the GPU path runs through
       step tests "$PYTHON" -m pytest -q -ra -p no:cacheprovider -m "cuda or not slow" \
@@ -71,38 +93,38 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       ;;
     kill)  # a real dist_train.sh run on NCCL: 2 epochs of 20,000 images at the paper's total
       # batch 128 on one GPU (156 iterations each); KILL_ARGS' options override these
+      kill_work=$(mktemp -d "$scratch/kill.XXXXXX")
       # shellcheck disable=SC2086
-      kill_work=$(mktemp -d /tmp/gpu-proof-kill.XXXXXX)
       step kill_resume "$PYTHON" tools/kill_resume.py configs/mixco_r18_tiny_fast.py --nproc 1 \
         --epochs 2 --kill-at 250 --iter-interval 100 --fake-images 20000 \
         --cfg-options train_dataloader.batch_size=128 \
-        --work-dir "$kill_work" --out "$OUT/kill_resume.json" ${KILL_ARGS:-}
-      for f in "$kill_work"/*.log; do  # the runs' own logs: their ends, in the one file that returns
-        [ -f "$f" ] && { echo "--- tail of $(basename "$f")"; tail -n 25 "$f"; } >> "$OUT/kill_resume.log"
+        --work-dir "$kill_work" --out "$dest/kill_resume.json" ${KILL_ARGS:-}
+      for f in "$kill_work"/*.log; do  # the runs' own logs: their ends, kept in OUTPUT_DIR
+        [ -f "$f" ] && { echo "--- tail of $(basename "$f")"; tail -n 25 "$f"; } >> "$dest/kill_resume.log"
       done
       rm -rf "$kill_work"  # its fake images; kill_resume.py removed the checkpoints
       ;;
     speed)  # the paper's setting, PIL and device views, fp32 and bf16 + channels_last, compile
-      # shellcheck disable=SC2086
       # Loader workers: all cores but two (the PIL path at 224 px needs them; the config's 4 are
       # per process of a 2-GPU run).
       workers=$(( $(nproc) > 6 ? $(nproc) - 2 : 4 ))
-      step speed "$PYTHON" tools/benchmark_speed.py --paper --data-dir /tmp/gpu-proof-data \
-        --num-workers "$workers" --out-dir "$OUT" ${SPEED_ARGS:-}
+      # shellcheck disable=SC2086
+      step speed "$PYTHON" tools/benchmark_speed.py --paper --data-dir "${DATA_DIR:-$scratch/data}" \
+        --num-workers "$workers" --out-dir "$dest" ${SPEED_ARGS:-}
       ;;
   esac
 done
 
 echo
-echo "gpu_proof: outputs in $OUT"
+echo "gpu_proof: outputs in $dest"
 failed=0
 for s in "${!STATUS[@]}"; do
   printf '  %-12s %s\n' "$s" "${STATUS[$s]}"
   [[ ${STATUS[$s]} == pass* ]] || failed=$((failed + 1))
 done
-if [ -n "${STATUS[kill_resume]:-}" ]; then grep -E '^(gloo|nccl|FAILED|kill-resume)' "$OUT/kill_resume.log"; fi
+if [ -n "${STATUS[kill_resume]:-}" ]; then grep -E '^(gloo|nccl|FAILED|kill-resume)' "$dest/kill_resume.log"; fi
 if [ -n "${STATUS[speed]:-}" ]; then
-  grep -E '^(paper_setting|mixco_moco_time|compile_speedup|pipeline_eff)' "$OUT/speed.log"
-  grep -i -m 3 'recompil' "$OUT/speed.log" || true  # dynamo's limit: compiled code falls back
+  grep -E '^(paper_setting|mixco_moco_time|compile_speedup|pipeline_eff)' "$dest/speed.log"
+  grep -i -m 3 'recompil' "$dest/speed.log" || true  # dynamo's limit: compiled code falls back
 fi
 exit "$failed"

@@ -1,7 +1,7 @@
-"""tools/gpu_proof.sh on CPU: its steps, outputs and failure accounting (the GPU run is the
-device tool's; here the env step fails for want of CUDA, which the table must say)."""
-import json
-import os
+"""tools/gpu_proof.sh on CPU: its arguments, output folder, scratch folders and failure
+accounting (on a CPU the env step fails for want of CUDA, which the table must say). The kill step
+runs in tests/e2e/test_gpu_proof_e2e.py."""
+import shutil
 import subprocess
 import sys
 
@@ -9,39 +9,72 @@ import pytest
 
 from tests.conftest import ROOT
 
-TINY_KILL = ('--fake-images 32 --kill-at 5 --iter-interval 2 --cfg-options '
-             'train_dataloader.dataset.input_size=32 train_dataloader.batch_size=4 '
-             'train_dataloader.num_workers=1 model.queue_size=16')
+SCRIPT = ROOT / 'tools' / 'gpu_proof.sh'
+USAGE = 'usage: tools/gpu_proof.sh [OUTPUT_DIR]'
+no_cuda = pytest.mark.skipif(__import__('torch').cuda.is_available(),
+                             reason='checks the CPU outcome')
 
 
-def proof(tmp_path, env, steps, **extra):
-    env = dict(env, OUT=str(tmp_path / 'out'), STEPS=steps, PYTHON=sys.executable,
-               WHEELS=str(tmp_path / 'no-wheels'), **extra)
-    return subprocess.run(['bash', str(ROOT / 'tools' / 'gpu_proof.sh')], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+def proof(tmp_path, env, steps, *args, script=SCRIPT, cwd=ROOT, **extra):
+    """Run the script with STEPS=steps and the given arguments; scratch folders under tmp/."""
+    (tmp_path / 'tmp').mkdir(exist_ok=True)
+    env = dict(env, STEPS=steps, PYTHON=sys.executable, WHEELS=str(tmp_path / 'no-wheels'),
+               TMPDIR=str(tmp_path / 'tmp'), **extra)
+    return subprocess.run(['bash', str(script), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
-def test_unknown_step_is_exit_2(tmp_path, subprocess_env):
-    proc = proof(tmp_path, subprocess_env, 'env bogus')
+def test_help_prints_the_usage(tmp_path, subprocess_env):
+    proc = proof(tmp_path, subprocess_env, 'env', '-h')
+    assert proc.returncode == 0 and proc.stdout.startswith(USAGE) and proc.stderr == ''
+    assert len(proc.stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize('args,message', [
+    (('a', 'b'), "error: 2 arguments given, at most one (OUTPUT_DIR) expected; "),
+    (('--out',), "error: OUTPUT_DIR '--out': not a folder name; "),
+    (('',), "error: OUTPUT_DIR '': not a folder name; "),
+])
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path, subprocess_env, args, message):
+    proc = proof(tmp_path, subprocess_env, 'env', *args)
+    assert proc.returncode == 2 and proc.stdout == ''
+    assert proc.stderr.startswith(message + USAGE) and len(proc.stderr.splitlines()) == 1
+
+
+def test_an_output_dir_that_cannot_be_made_is_exit_2(tmp_path, subprocess_env):
+    (tmp_path / 'a_file').write_text('')
+    proc = proof(tmp_path, subprocess_env, 'env', str(tmp_path / 'a_file' / 'out'))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
+    assert proc.stderr.startswith(f"error: OUTPUT_DIR '{tmp_path / 'a_file' / 'out'}': cannot ")
+
+
+def test_unknown_step_is_exit_2_before_any_folder_is_made(tmp_path, subprocess_env):
+    proc = proof(tmp_path, subprocess_env, 'env bogus', str(tmp_path / 'out'))
     assert proc.returncode == 2 and "unknown step 'bogus'" in proc.stderr
+    assert not (tmp_path / 'out').exists()
 
 
-@pytest.mark.skipif(__import__('torch').cuda.is_available(), reason='checks the CPU outcome')
-def test_env_step_reports_versions_and_fails_without_cuda(tmp_path, subprocess_env):
-    proc = proof(tmp_path, subprocess_env, 'env')
+@no_cuda
+def test_env_step_writes_to_a_relative_output_dir_and_fails_without_cuda(tmp_path,
+                                                                         subprocess_env):
+    """OUTPUT_DIR is relative to the caller's folder; the scratch folder (under TMPDIR) is gone
+    at the end."""
+    proc = proof(tmp_path, subprocess_env, 'env', 'out', cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     log = (tmp_path / 'out' / 'env.log').read_text()
     assert '| mmengine 0.10.7 |' in log and 'no CUDA device' in log
     assert 'env          FAIL (rc 1)' in proc.stdout
+    assert f'gpu_proof: outputs in {tmp_path / "out"}' in proc.stdout
+    assert not list((tmp_path / 'tmp').glob('gpu-proof.*'))
 
 
-@pytest.mark.slow
-def test_kill_step_writes_its_result_and_the_table(tmp_path, subprocess_env):
-    proc = proof(tmp_path, subprocess_env, 'kill', KILL_ARGS=TINY_KILL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads((tmp_path / 'out' / 'kill_resume.json').read_text())
-    assert result['passed'] and result['comparison']['identical']
-    lines = proc.stdout.splitlines()
-    assert any(line.strip().startswith('kill_resume  pass in') for line in lines)
-    assert lines[-1].startswith('kill-resume: passed')
-    assert sorted(os.listdir(tmp_path / 'out')) == ['kill_resume.json', 'kill_resume.log']
+@no_cuda
+def test_without_an_argument_the_outputs_go_to_results_gpu_proof(tmp_path, subprocess_env):
+    """A copy of the script in a folder of its own, so that the checkout's results/ is left as
+    it is; the package comes from PYTHONPATH."""
+    (tmp_path / 'tools').mkdir()
+    shutil.copy(SCRIPT, tmp_path / 'tools' / 'gpu_proof.sh')
+    proc = proof(tmp_path, subprocess_env, 'env', script=tmp_path / 'tools' / 'gpu_proof.sh')
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert (tmp_path / 'results' / 'gpu_proof' / 'env.log').is_file()
+    assert f'gpu_proof: outputs in {tmp_path / "results" / "gpu_proof"}' in proc.stdout

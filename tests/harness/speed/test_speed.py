@@ -201,8 +201,8 @@ def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
     """SIGKILL after the first pipeline configuration is logged (it is saved before): the JSON and
-    table on disk hold it, marked partial (the device call of tools/gpu_proof.sh keeps what $OUT
-    has when its time runs out)."""
+    table on disk hold it, marked partial (a tools/gpu_proof.sh run cut short keeps what its
+    OUTPUT_DIR has by then)."""
     proc = subprocess.Popen(
         [sys.executable, 'tools/benchmark_speed.py', '--paper', '--images', '32',
          '--input-size', '16', '--batch', '4', '--pipeline-iters', '2', '--pipeline-warmup', '1',
