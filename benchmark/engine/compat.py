@@ -43,9 +43,9 @@ def mmengine_checkpoint_globals() -> list:
 def allow_mmengine_checkpoints() -> None:
     """Let `torch.load(weights_only=True)` read mmengine's own checkpoints.
 
-    mmengine#1655: torch >= 2.6 loads with weights_only=True by default and mmengine 0.10.7 calls
-    `torch.load` without arguments, so `--resume` fails on its own checkpoints. We keep
-    weights_only=True (loading never runs code) and allow-list only what mmengine writes; a
+    open-mmlab/mmengine#1655: torch >= 2.6 loads with weights_only=True by default and mmengine
+    0.10.7 calls `torch.load` without arguments, so `--resume` fails on its own checkpoints. We
+    keep weights_only=True (loading never runs code) and allow-list only what mmengine writes; a
     checkpoint asking for anything else is refused by torch's weights-only unpickler.
     """
     torch.serialization.add_safe_globals(mmengine_checkpoint_globals())
