@@ -1,8 +1,5 @@
 """Backbones load strictly from our, the MixCo/MoCo authors' and torchvision's checkpoints."""
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -11,7 +8,6 @@ from torchvision.models import resnet18
 from benchmark.engine.checkpoints import (CheckpointError, CheckpointMismatchError, load_backbone,
                                           loadable, read_checkpoint)
 from methods import MoCo, build_resnet
-from tests.conftest import ROOT
 
 
 def equal_weights(a: torch.nn.Module, b_state: dict, prefix: str = '') -> bool:
@@ -72,49 +68,7 @@ def test_unknown_layout(tmp_path):
         load_backbone(build_resnet(18), str(tmp_path / 'x.pth'))
 
 
-@pytest.mark.slow
-def test_eval_tool_on_authors_checkpoint(tmp_path, subprocess_env):
-    """tools/eval.py takes an external checkpoint and writes a record naming its layout."""
-    source = resnet18()
-    state = {f'module.encoder_q.{k}': v for k, v in source.state_dict().items()}
-    torch.save({'state_dict': state}, tmp_path / 'authors.pth.tar')
-    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r18_digits.py',
-                           str(tmp_path / 'authors.pth.tar'), '--results-dir', str(tmp_path),
-                           '--protocols', 'knn', 'cluster', '--num-workers', '0'],
-                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads(next((tmp_path / 'runs').glob('*.json')).read_text())
-    assert record['extra']['checkpoint_layout'] == 'moco-authors'
-    assert record['method'] == 'mixco (moco-authors)'
-    assert 0 <= record['protocols']['knn']['metrics']['top1'] <= 100
-
-
-def test_eval_tool_mismatch_is_one_line(tmp_path, subprocess_env):
-    torch.save(resnet18().state_dict(), tmp_path / 'tv.pth')
-    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r50_tiny.py',
-                           str(tmp_path / 'tv.pth'), '--results-dir', str(tmp_path)],
-                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith('error:'), proc.stderr
-
-
-@pytest.mark.slow
-def test_eval_tool_transfer_to_cifar(tmp_path, subprocess_env):
-    """--eval-data cifar10 probes the encoder on CIFAR-10 files (the paper's transfer rows)."""
-    from benchmark.data.fakes import make_fake_cifar
-    root = make_fake_cifar(tmp_path / 'data', 'cifar10', train_per_class=6, test_per_class=2)
-    proc = subprocess.run([sys.executable, 'tools/eval.py', 'configs/mixco_r18_tiny.py', 'random',
-                           '--eval-data', 'cifar10', '--data-root', str(root), '--results-dir',
-                           str(tmp_path), '--protocols', 'knn', 'linear_fast', '--num-workers', '0',
-                           '--cfg-options', 'train_dataloader.dataset.input_size=32'],
-                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads(next((tmp_path / 'runs').glob('*.json')).read_text())
-    assert (record['pretrain_data'], record['eval_data']) == ('tiny-imagenet', 'cifar10')
-    assert set(record['protocols']) == {'knn', 'linear_fast'}
-
-
-# --- issue 11: every way a checkpoint file can be bad is one CheckpointError line -------------
+# --- every way a checkpoint file can be bad is one CheckpointError line ----------------------
 
 BAD_REASONS = {
     'truncated': 'truncated or corrupt (',
