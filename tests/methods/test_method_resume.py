@@ -1,0 +1,115 @@
+"""Every method continues bit-identically from a checkpoint's contents: 5 SGD steps in one go
+equal 3 steps, then the model's state dict, the optimizer's and the RNG state handed to a model
+built afresh (other initial weights), then 2 steps. What a method keeps between steps (MoCo's
+queue, pointer and key encoder, UnMix's step counter, batch-norm statistics) is in its state
+dict, and its random draws (lambdas, permutations, shuffle-BN) come from the saved RNG state.
+tests/harness/faults/test_resume_in_process.py resumes whole runs of some of them."""
+import copy
+import functools
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.logging import MessageHub
+from mmengine.registry import MODELS
+from torch import nn
+
+import methods  # noqa: F401  registers the models
+import methods.base
+from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
+from tests.conftest import ROOT
+
+STEPS, CUT = 5, 3
+METHODS = {'mocov2': {}, 'mixco': {}, 'simclr': {}, 'mixco_simclr': {}, 'imix': {}, 'unmix': {},
+           'mochi': dict(mix_warmup_epochs=0, mix_hardest=8, mix_synthetic=4,
+                         mix_query_synthetic=2),
+           'supervised': dict(num_classes=3)}
+
+
+def tiny_backbone(depth=18, small_stem=False):  # noqa: ARG001  build_resnet's signature
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
+                        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    net.feature_dim = 8
+    return net
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    monkeypatch.setattr(methods.base, 'build_resnet', tiny_backbone)
+    MessageHub.get_current_instance().update_info('epoch', 1)  # MoCHi mixes from its warm-up
+
+
+@functools.lru_cache(maxsize=None)
+def model_config(method: str) -> Config:
+    return Config.fromfile(str(ROOT / 'configs' / f'{method}_r18_tiny.py')).model
+
+
+def build(method: str, seed: int):
+    cfg = copy.deepcopy(model_config(method))
+    if 'queue_size' in cfg:
+        cfg.queue_size = 16
+    cfg.update(METHODS[method])
+    torch.manual_seed(seed)
+    model = MODELS.build(cfg).train()
+    return model, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+
+
+def batch(i: int, method: str):
+    generator = torch.Generator().manual_seed(100 + i)
+    images = [torch.rand(4, 3, 16, 16, generator=generator) for _ in range(2)]
+    if method == 'supervised':
+        return images[0], torch.randint(0, 3, (4,), generator=generator)
+    return images, None
+
+
+def steps(model, optimizer, method, first, last):
+    for i in range(first, last):
+        inputs, labels = batch(i, method)
+        losses = model(inputs, labels, mode='loss')
+        optimizer.zero_grad()
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize('method', sorted(METHODS))
+def test_resume_from_state_dicts_and_rng_state_is_bit_identical(method):
+    straight, opt = build(method, seed=0)
+    torch.manual_seed(123)
+    steps(straight, opt, method, 0, STEPS)
+
+    first, opt = build(method, seed=0)
+    torch.manual_seed(123)
+    steps(first, opt, method, 0, CUT)
+    saved = copy.deepcopy((first.state_dict(), opt.state_dict(), capture_rng_state()))
+    torch.manual_seed(999)  # what happens between the save and the resume draws elsewhere
+    second, opt = build(method, seed=7)
+    assert any(not torch.equal(a, b) for a, b in zip(second.state_dict().values(),
+                                                     saved[0].values()))
+    second.load_state_dict(saved[0])
+    opt.load_state_dict(saved[1])
+    restore_rng_state(saved[2])
+    steps(second, opt, method, CUT, STEPS)
+
+    want, got = straight.state_dict(), second.state_dict()
+    assert want.keys() == got.keys()
+    assert [k for k in want if not torch.equal(want[k], got[k])] == []
+    if 'queue' in want:
+        assert int(want['queue_ptr']) == STEPS * 4 % 16  # the queue was written to
+
+
+@pytest.mark.parametrize('method', ['mixco', 'unmix'])
+def test_without_the_rng_state_a_mixing_method_differs(method):
+    """The control: the same hand-over with another RNG state draws other mixes."""
+    straight, opt = build(method, seed=0)
+    torch.manual_seed(123)
+    steps(straight, opt, method, 0, STEPS)
+    first, opt = build(method, seed=0)
+    torch.manual_seed(123)
+    steps(first, opt, method, 0, CUT)
+    second, opt2 = build(method, seed=7)
+    second.load_state_dict(first.state_dict())
+    opt2.load_state_dict(opt.state_dict())
+    torch.manual_seed(999)
+    steps(second, opt2, method, CUT, STEPS)
+    want, got = straight.state_dict(), second.state_dict()
+    assert [k for k in want if not torch.equal(want[k], got[k])]
