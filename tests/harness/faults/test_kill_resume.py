@@ -1,18 +1,18 @@
-"""benchmark.harness.faults.kill_resume and tools/kill_resume.py: a real SIGKILL and resume through
-tools/dist_train.sh (gloo here; NCCL on a GPU), compared with the uninterrupted run."""
-import json
+"""benchmark.harness.faults.kill_resume and tools/kill_resume.py: the config it writes, how a kill
+is told from a crash, the comparison with the uninterrupted run (required identity, or the noise
+floor on a GPU), and its bad input. tests/e2e/test_faults.py runs it for real on two
+processes."""
 import subprocess
-import sys
 
 import pytest
 import torch
 from mmengine.config import Config
 
-from benchmark.harness.faults.kill_resume import compare, killed_by_sigkill, overlay_config
+from benchmark.cli import run_tool
+from benchmark.harness.faults.kill_resume import (against_reference, compare, killed_by_sigkill,
+                                                  overlay_config)
 from tests.conftest import ROOT
-
-TINY = ['train_dataloader.dataset.input_size=32', 'train_dataloader.batch_size=4',
-        'train_dataloader.num_workers=1', 'model.queue_size=16']
+from tools import kill_resume
 
 
 def test_overlay_config_sets_data_length_checkpoints_and_the_kill(tmp_path):
@@ -49,11 +49,6 @@ def test_a_kill_is_told_from_a_crash():
     assert not killed_by_sigkill(proc(1, 'RuntimeError: CUDA out of memory\n  exitcode  : 1'))
 
 
-def tool(args, env, timeout=900):
-    return subprocess.run([sys.executable, str(ROOT / 'tools' / 'kill_resume.py'), *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.mark.parametrize('args, needle', [
     (['configs/mixco_r18_tiny_fast.py', '--kill-at', '0'], '--kill-at'),
     (['configs/nope.py', '--kill-at', '3'], 'nope.py'),
@@ -63,48 +58,57 @@ def tool(args, env, timeout=900):
      '/no/such/dir'),
     (['configs/mixco_r18_tiny_fast.py', '--kill-at', '3', '--work-dir', str(ROOT / 'configs')],
      'is not empty')])
-def test_bad_input_is_one_line_and_exit_2(subprocess_env, args, needle):
-    proc = tool(args, subprocess_env, timeout=120)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
+    """tools/kill_resume.py's main as its command line runs it (run_tool), in-process;
+    tests/e2e/test_tool_inputs.py runs the tool once as a process."""
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    try:
+        code = run_tool(kill_resume.main, args)
+    except SystemExit as stop:  # argparse
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error:') and needle in lines[0], err
 
 
-@pytest.mark.slow
-def test_fast_config_killed_and_resumed_under_torchrun_is_bit_identical(tmp_path,
-                                                                       subprocess_env):
-    """The paper's fast config (device views, bf16, channels_last) in one torchrun process (DDP
-    over gloo, as NCCL on one GPU): killed after iteration 5, resumed from iter_4.pth, equal to
-    the uninterrupted run bit for bit. Before ChannelsLastDistributedDataParallel, 209 of 250
-    tensors differed here."""
-    out = tmp_path / 'result.json'
-    proc = tool(['configs/mixco_r18_tiny_fast.py', '--nproc', '1', '--kill-at', '5',
-                 '--iter-interval', '2', '--fake-images', '32', '--work-dir', str(tmp_path / 'w'),
-                 '--out', str(out), '--cfg-options', *TINY], subprocess_env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-    assert result['passed'] and result['failures'] == [] and result['backend'] == 'gloo'
-    assert result['killed_rc'] != 0 and result['resumed_rc'] == 0 == result['reference_rc']
-    assert result['resumed_from_iter'] == 4 == result['newest_checkpoint_iter']
-    assert result['final_iter'] == 16 == result['reference_iter']
-    assert 'noise_floor' not in result  # identity is required on CPU: no second reference
-    assert result['comparison']['identical'] and result['corrupt_checkpoints'] == []
-    assert 'kill-resume: passed' in proc.stdout
-    assert not list((tmp_path / 'w').glob('**/*.pth'))  # compared, then removed
+def _reference_check(require_identical, noise_floor, resumed, *uninterrupted):
+    """against_reference on model states: the runs it asks for are handed out in order."""
+    runs = iter(uninterrupted)
+    asked = []
+
+    def run(name):
+        asked.append(name)
+        return next(runs)
+    out = dict(failures=[], final_iter=16, reference_iter=16)
+    against_reference(out, resumed, run, require_identical, noise_floor)
+    return out, asked
 
 
-@pytest.mark.slow
-def test_report_only_mode_measures_the_noise_floor(tmp_path, fake_tiny):
-    """The GPU mode (identity reported, not required) on CPU: a second uninterrupted run gives
-    the noise floor, which is zero here, and the run passes on its iterations alone."""
-    from benchmark.harness.faults.kill_resume import kill_and_resume
-    options = dict(item.split('=') for item in TINY)
-    options = {k: int(v) for k, v in options.items()}
-    result = kill_and_resume(str(ROOT / 'configs' / 'mocov2_r18_tiny.py'), str(tmp_path),
-                             data_root=fake_tiny, kill_at=5, iter_interval=3, options=options,
-                             require_identical=False, log=lambda msg: None)
-    assert result['passed'], result['failures']
-    assert (result['newest_checkpoint_iter'], result['resumed_from_iter']) == (3, 3)
-    assert result['noise_floor'] == dict(identical=True, tensors_differing=0,
-                                         tensors=result['noise_floor']['tensors'], max_abs_diff=0.0)
-    assert result['comparison']['identical']  # CPU: identical although not required
+def test_identity_required_fails_on_any_difference_and_trains_no_second_reference():
+    same, other = dict(w=torch.ones(2)), dict(w=torch.tensor([1.0, 1.25]))
+    out, asked = _reference_check(True, False, same, dict(w=torch.ones(2)))
+    assert asked == ['reference'] and out['failures'] == [] and 'noise_floor' not in out
+    assert out['comparison'] == dict(identical=True, tensors_differing=0, tensors=1,
+                                     max_abs_diff=0.0)
+    out, _ = _reference_check(True, False, other, same)
+    assert out['failures'] == ['1 tensors differ from the uninterrupted run']
+    assert out['comparison']['max_abs_diff'] == 0.25
+
+
+def test_report_only_mode_measures_the_noise_floor():
+    """The GPU mode: identity reported, not required; a second uninterrupted run gives the
+    noise floor; a resumed run that ends at another iteration still fails."""
+    resumed, ref, ref2 = (dict(w=torch.tensor([1.0, v])) for v in (1.5, 1.0, 1.125))
+    out, asked = _reference_check(False, True, resumed, ref, ref2)
+    assert asked == ['reference', 'reference2'] and out['failures'] == []
+    assert (out['comparison']['identical'], out['comparison']['max_abs_diff']) == (False, 0.5)
+    assert out['noise_floor'] == dict(identical=False, tensors_differing=1, tensors=1,
+                                      max_abs_diff=0.125)
+    out = dict(failures=[], final_iter=12, reference_iter=16)
+    against_reference(out, ref, lambda name: ref, False, False)
+    assert out['failures'] == ['resumed run ended at iteration 12, the uninterrupted one at 16']
+    out = dict(failures=[], final_iter=16, reference_iter=16)
+    against_reference(out, ref, lambda name: None, True, True)  # the reference did not finish
+    assert out == dict(failures=[], final_iter=16, reference_iter=16)
