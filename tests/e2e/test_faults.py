@@ -1,75 +1,87 @@
-"""Real faults against real runs (the fault campaign cases): kills, signals, NaN, dead ranks."""
-import os
-import random
-import re
+"""Real faults against real training processes: a SIGKILL and --resume through tools/train.py
+(one process) and through tools/dist_train.sh (two gloo processes, via tools/kill_resume.py),
+each ending bit-identical to the uninterrupted run; a dead or hung process of two ends the job.
+
+The other variants (signals, a kill at any moment of a checkpoint write or during the
+evaluation, the RNG-state control, NaN, every method, device views) run in-process in
+tests/harness/faults/test_resume_in_process.py and tests/methods/test_method_resume.py."""
+import json
+import os.path as osp
+import subprocess
+import sys
 
 import pytest
-import torch
 
+from benchmark.data.fakes import make_fake_tiny_imagenet
+from benchmark.engine.checkpoints import read_checkpoint
 from benchmark.harness.faults import campaign as fc
+from benchmark.harness.faults import runs as fr
+from benchmark.harness.faults.kill_resume import killed_by_sigkill
+from tests.conftest import ROOT
 
 
 @pytest.fixture(scope='module')
-def campaign(tmp_path_factory, fake_tiny):
-    """A folder with the uninterrupted 2-epoch MixCo reference run."""
-    tmp = str(tmp_path_factory.mktemp('campaign'))
-    ref = os.path.join(tmp, 'mixco-reference')
-    proc = fc.train(fc.write_config(f'{ref}.py', 'mixco', fake_tiny), ref)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return tmp, fc.final_checkpoint(ref, 2)
+def small_tiny(tmp_path_factory):
+    """16 training images: 4 steps of batch 4 per epoch."""
+    return make_fake_tiny_imagenet(tmp_path_factory.mktemp('data'), num_classes=2,
+                                   train_per_class=8, val_per_class=2, size=32)
 
 
-@pytest.mark.slow
-def test_sigkill_then_resume_is_bit_identical(campaign, fake_tiny):
-    tmp, reference = campaign
-    card = fc.Scorecard()
-    fc.score_kill_resume(card, tmp, fake_tiny, 'mixco', reference, 'at_iter=5', 2)
-    assert card.faults_survived == 1 and card.checkpoints_corrupt == 0, card.failures
+def test_one_process_sigkill_then_resume_is_bit_identical(small_tiny, tmp_path):
+    """tools/train.py SIGKILLed after iteration 7 (epoch 2, batch 3 of 4): --resume continues
+    from iter_6.pth, trains the two iterations left, and the final checkpoint (loaded
+    weights-only, the queue in it) equals the uninterrupted run's bit for bit."""
+    def config(name, fault=''):
+        return fr.write_config(str(tmp_path / f'{name}.py'), 'mixco', small_tiny, epochs=2,
+                               iter_interval=2, fault=fault)
+
+    reference, work = str(tmp_path / 'reference'), str(tmp_path / 'run')
+    done = fr.train(config('reference'), reference)
+    assert done.returncode == 0, done.stderr[-2000:]
+    killed = fr.train(config('killed', "dict(type='KillHook', at_iter=7)"), work)
+    assert killed_by_sigkill(killed), killed.stderr[-2000:]
+    assert fr.referenced_corrupt(work) == []
+    resumed = fr.train(config('resumed'), work, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming from {osp.join(work, 'iter_6.pth')}" in resumed.stderr
+    assert 'resumed epoch: 1, iter: 6' in resumed.stdout + resumed.stderr
+    log = sorted(p for p in (tmp_path / 'run').glob('*/*.log'))[-1].read_text()
+    assert log.count('Epoch(train)') == 2  # logged every iteration: 7 and 8 ran
+    weights = fr.load_weights(fr.final_checkpoint(work, 2))
+    assert fr.differing(fr.load_weights(fr.final_checkpoint(reference, 2)), weights) == []
+    assert weights['queue'].shape == (16, 128)
+    assert read_checkpoint(fr.final_checkpoint(work, 2))['meta']['iter'] == 8
 
 
-@pytest.mark.slow
-def test_resume_without_rng_states_would_differ(campaign, fake_tiny, tmp_path):
-    """The control: the same resume from a checkpoint stripped of its RNG states diverges."""
-    tmp, reference = campaign
-    cfg = fc.write_config(str(tmp_path / 'kill.py'), 'mixco', fake_tiny,
-                          fault="dict(type='KillHook', at_iter=4)")
-    work = str(tmp_path / 'run')
-    assert fc.train(cfg, work).returncode != 0
-    path = os.path.join(work, 'iter_3.pth')
-    checkpoint = torch.load(path, weights_only=False)
-    del checkpoint['rng_states']
-    torch.save(checkpoint, path)
-    plain = fc.write_config(str(tmp_path / 'plain.py'), 'mixco', fake_tiny)
-    assert fc.train(plain, work, resume=True).returncode == 0
-    assert fc.differing(fc.load_weights(reference),
-                        fc.load_weights(fc.final_checkpoint(work, 2)))
+def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess_env):
+    """tools/kill_resume.py on the fast config (views on the device, bfloat16, channels_last)
+    with two gloo processes through tools/dist_train.sh: rank 0 SIGKILLed after iteration 5,
+    resumed from iter_4.pth, equal to the uninterrupted run bit for bit (before
+    ChannelsLastDistributedDataParallel, most tensors differed here)."""
+    out = tmp_path / 'result.json'
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / 'tools' / 'kill_resume.py'), 'configs/mixco_r18_tiny_fast.py',
+         '--nproc', '2', '--kill-at', '5', '--iter-interval', '2', '--fake-images', '32',
+         '--work-dir', str(tmp_path / 'w'), '--out', str(out), '--cfg-options',
+         'train_dataloader.dataset.input_size=32', 'train_dataloader.batch_size=4',
+         'train_dataloader.num_workers=1', 'model.queue_size=16'],
+        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result['passed'] and result['failures'] == [] and result['backend'] == 'gloo'
+    assert result['nproc'] == 2 and result['killed_rc'] != 0
+    assert result['resumed_rc'] == 0 == result['reference_rc']
+    assert result['resumed_from_iter'] == 4 == result['newest_checkpoint_iter']
+    assert result['final_iter'] == 8 == result['reference_iter']  # 32 images / (2 x 4) x 2
+    assert 'noise_floor' not in result  # identity is required on CPU: no second reference
+    assert result['comparison']['identical'] and result['corrupt_checkpoints'] == []
+    assert result['comparison']['tensors'] > 200
+    assert 'kill-resume: passed' in proc.stdout
+    assert not list((tmp_path / 'w').glob('**/*.pth'))  # compared, then removed
+    killed_log = (tmp_path / 'w' / 'killed.log').read_text()
+    assert 'Distributed training: True' in killed_log
 
 
-@pytest.mark.slow
-def test_kills_during_checkpoint_writes_leave_no_corrupt_checkpoint(fake_tiny, tmp_path):
-    card = fc.Scorecard()
-    fc.section_save_kills(card, str(tmp_path), fake_tiny, random.Random(0), kills=2)
-    assert card.checkpoints_corrupt == 0 and not card.failures, card.failures
-    assert card.faults_injected == 4 == card.faults_survived
-
-
-@pytest.mark.slow
-def test_sigterm_and_sigusr1_checkpoint_exit_143_and_resume_identically(campaign, fake_tiny):
-    tmp, _ = campaign
-    card = fc.Scorecard()
-    fc.section_preemption(card, tmp, fake_tiny)
-    assert card.faults_survived == 2, card.failures
-
-
-@pytest.mark.slow
-def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(campaign, fake_tiny):
-    tmp, _ = campaign
-    card = fc.Scorecard()
-    fc.section_nan(card, tmp, fake_tiny)
-    assert card.faults_survived == 1, card.failures
-
-
-@pytest.mark.slow
 def test_dead_or_hung_process_ends_the_job_in_time_without_orphans(fake_tiny, tmp_path):
     card = fc.Scorecard()
     fc.section_dead_rank(card, str(tmp_path), fake_tiny, timeout_s=15)
@@ -80,24 +92,3 @@ def test_concurrent_record_writers_lose_nothing(tmp_path):
     card = fc.Scorecard()
     fc.section_records(card, str(tmp_path), writers=4, each=3)
     assert card.rows_lost == 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('at', [8, 5])  # the epoch's last step (8 of 8), and mid-epoch
-def test_signal_on_any_step_exits_143_and_resumes_identically(campaign, fake_tiny, tmp_path, at):
-    """Pre-empted on the last step of an epoch, the epoch's own end (scheduler, epoch
-    checkpoint) still happens before the exit, and the resumed run does not repeat the epoch."""
-    _, reference = campaign
-    work = str(tmp_path / 'run')
-    cfg = fc.write_config(str(tmp_path / 'sig.py'), 'mixco', fake_tiny,
-                          fault=f"dict(type='KillHook', signal_at_iter={at})")
-    first = fc.train(cfg, work)
-    assert first.returncode == 143, first.stderr[-2000:]
-    plain = fc.write_config(str(tmp_path / 'plain.py'), 'mixco', fake_tiny)
-    resumed = fc.train(plain, work, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert not fc.differing(fc.load_weights(reference),
-                            fc.load_weights(fc.final_checkpoint(work, 2)))
-    logs = sorted((tmp_path / 'run').glob('*/*.log'))
-    steps = re.findall(r'Epoch\(train\)\s+\[\s*\d+\]\[\s*\d+/8\]', logs[-1].read_text())
-    assert len(steps) == 16 - at  # the resumed run trains only what was left (log every step)
