@@ -1,10 +1,7 @@
 """Two gloo processes against one process on the concatenated batch, for every collective."""
-import os
-
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from lightly.loss import NTXentLoss
 
 from methods import MoCo
@@ -41,9 +38,8 @@ def small_moco() -> MoCo:
     return MoCo(backbone=dict(depth=18, small_stem=True), queue_size=12, feature_dim=DIM).eval()
 
 
-def worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    dist.init_process_group('gloo', rank=rank, world_size=world)
+def on_each_process(rank: int, world: int) -> dict:
+    """Run by each of two gloo processes (tests/methods/conftest.py)."""
     torch.manual_seed(100 + rank)  # processes draw different shuffles, as in a real run
     rows = slice(rank * N_LOCAL, (rank + 1) * N_LOCAL)
     x_a, x_b, weight = full_batch()
@@ -52,20 +48,12 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     images = torch.randn(2 * N_LOCAL, 3, 8, 8, generator=torch.Generator().manual_seed(1))
     keys = model.embed_keys(images[rows])  # shuffle-BN across the two processes
     model.enqueue(keys)
-    torch.save(dict(loss=loss, grad=grad, keys=keys, queue=model.queue, ptr=model.queue_ptr),
-               os.path.join(out_dir, f'rank{rank}.pt'))
-    dist.destroy_process_group()
+    return dict(loss=loss, grad=grad, keys=keys, queue=model.queue, ptr=model.queue_ptr)
 
 
-@pytest.fixture(scope='module')
-def two_process_results(tmp_path_factory):
-    import socket
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    out = tmp_path_factory.mktemp('dist')
-    mp.start_processes(worker, args=(2, port, str(out)), nprocs=2, start_method='spawn')
-    return [torch.load(out / f'rank{r}.pt') for r in range(2)]
+@pytest.fixture
+def two_process_results(two_process_results):
+    return two_process_results['tests.methods.test_distributed']
 
 
 def test_ntxent_gather_loss_and_gradients_match_one_process(two_process_results):

@@ -6,8 +6,6 @@ torchvision ResNet (plain BatchNorm), the head Linear -> ReLU -> Linear by hand,
 over its 2N rows, each view's mix loss as a loop, the passes a, b, mixed a, mixed b each their own.
 """
 import functools
-import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -192,11 +190,9 @@ def test_lightly_options_build_lightlys_simclr():
 
 
 # ------------------------------------------------------------------------- two processes
-def worker(rank: int, world: int, port: int, out_dir: str) -> None:
+def on_each_process(rank: int, world: int) -> dict:
+    """Run by each of two gloo processes (tests/methods/conftest.py)."""
     import torch.distributed as dist
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    dist.init_process_group('gloo', rank=rank, world_size=world)
-    torch.set_num_threads(1)
     model = from_config('mixco_simclr_r18_tiny.py')
     queue = list(LAMS_2P[rank])
     methods.mixco.sample_lambda = lambda m, device, *a: queue.pop(0)
@@ -207,10 +203,8 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
     for g in grads.values():  # DDP: the mean over processes
         dist.all_reduce(g)
         g /= world
-    torch.save(dict(inst=losses['loss_inst'].detach(), mix=losses['loss_mix'].detach(),
-                    grads=grads, running_var=model.backbone.layer4[1].bn2.running_var),
-               os.path.join(out_dir, f'rank{rank}.pt'))
-    dist.destroy_process_group()
+    return dict(inst=losses['loss_inst'].detach(), mix=losses['loss_mix'].detach(),
+                grads=grads, running_var=model.backbone.layer4[1].bn2.running_var)
 
 
 B_2P = 4  # rows per process
@@ -218,18 +212,11 @@ LAMS_2P = [[torch.tensor([0.9, 0.2], **F64), torch.tensor([0.35, 1.0], **F64)], 
            [torch.tensor([0.55, 0.0], **F64), torch.tensor([0.7, 0.15], **F64)]]
 
 
-@pytest.fixture(scope='module')
-def two_processes(tmp_path_factory):
-    import torch.multiprocessing as mp
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    out = tmp_path_factory.mktemp('simclr2p')
-    mp.start_processes(worker, args=(2, port, str(out)), nprocs=2, start_method='spawn')
-    return [torch.load(out / f'rank{r}.pt') for r in range(2)]
+@pytest.fixture
+def two_processes(two_process_results):
+    return two_process_results['tests.methods.test_simclr_authors']
 
 
-@pytest.mark.slow
 def test_two_processes_sync_bn_local_negatives(two_processes):
     """Each process's loss = the authors' on its own rows with BN statistics over both
     processes; DDP's mean gradient and the running stats = the reference's."""

@@ -1,13 +1,10 @@
 """methods/sync_bn.py: plain BatchNorm in one process; two gloo processes = one process on the
 concatenated batch (outputs, input and parameter gradients, running statistics)."""
 import copy
-import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from methods.sync_bn import SyncBatchNorm, convert_sync_bn
@@ -92,27 +89,20 @@ def test_convert_shares_tensors_and_keeps_state_dict_keys():
     assert list(synced.state_dict()) == list(small_net().state_dict())
 
 
-def worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    dist.init_process_group('gloo', rank=rank, world_size=world)
+def on_each_process(rank: int, world: int) -> dict:
+    """Run by each of two gloo processes (tests/methods/conftest.py)."""
     x, w = data(world * N_LOCAL)
     rows = slice(rank * N_LOCAL, (rank + 1) * N_LOCAL)
     res = step(convert_sync_bn(small_net()), x[rows], w[rows])
     for g in res['grads'].values():  # the sum over processes: d(sum of all losses)
         dist.all_reduce(g)
     plain = step(small_net(), x[rows], w[rows])  # unsynchronised, to show sync matters
-    torch.save(dict(res, plain_out=plain['out']), os.path.join(out_dir, f'rank{rank}.pt'))
-    dist.destroy_process_group()
+    return dict(res, plain_out=plain['out'])
 
 
-@pytest.fixture(scope='module')
-def two_processes(tmp_path_factory):
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    out = tmp_path_factory.mktemp('syncbn')
-    mp.start_processes(worker, args=(2, port, str(out)), nprocs=2, start_method='spawn')
-    return [torch.load(out / f'rank{r}.pt') for r in range(2)]
+@pytest.fixture
+def two_processes(two_process_results):
+    return two_process_results['tests.methods.test_sync_bn']
 
 
 def test_two_processes_equal_one_process_on_the_concatenated_batch(two_processes):

@@ -7,7 +7,6 @@ import importlib
 import inspect
 import re
 
-import pytest
 import torch
 from lightly.transforms import MoCoV2Transform, SimCLRTransform
 from mmengine import registry as R

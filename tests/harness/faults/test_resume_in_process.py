@@ -22,7 +22,6 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from torch import nn
 
-import benchmark.evaluation.evaluate as evaluate_module
 import methods.base
 from benchmark.data.fakes import make_fake_tiny_imagenet
 from benchmark.engine import preemption
