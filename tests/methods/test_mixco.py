@@ -1,4 +1,4 @@
-"""MixCo math (methods/mixco.py) against naive float64 loops from paper eq. 3 and DESIGN.md."""
+"""MixCo math (methods/mixco.py) against naive float64 loops from paper eq. 3 and docs/design.md."""
 import math
 
 import numpy as np
@@ -37,7 +37,7 @@ def dot(u, v):
 
 
 def naive_mix_loss(q_mix, keys, lam, negatives, tau, in_batch_negatives=True):
-    """Paper eq. 3 with DESIGN.md's normalisation: mean over the M mixed rows.
+    """Paper eq. 3 with docs/design.md's normalisation: mean over the M mixed rows.
 
     Row i's softmax runs over all 2M keys (or only keys i and M + i) followed by the negatives;
     its target is lam_i on key i and 1 - lam_i on key M + i.
