@@ -21,7 +21,6 @@ def tiny_root(tmp_path_factory):
                                    train_per_class=4, val_per_class=2, size=32)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize('name, method, extra', [
     ('imix_r18_tiny.py', 'imix', []),
     ('unmix_r18_tiny.py', 'unmix', []),

@@ -1,6 +1,7 @@
 """Configs of the paper's Tables 5 (ResNet-50 ImageNet) and 6 (ResNet-18, 200/400 epochs):
-hyperparameters as the paper and the authors' scripts state them, validation, and one tiny
-training step of each on generated data."""
+hyperparameters as the paper and the authors' scripts state them, and one tiny training step of
+each ImageNet config on generated data (the 200/400-epoch configs equal the 100-epoch ones but
+for max_epochs, which the step overrides)."""
 import json
 import math
 import subprocess
@@ -14,7 +15,7 @@ from mmengine.registry import MODELS
 import benchmark.data  # noqa: F401  registers the datasets
 import methods  # noqa: F401  registers the models
 from benchmark.engine.config.check import validate_config
-from benchmark.data.fakes import make_fake_image_folder, make_fake_tiny_imagenet
+from benchmark.data.fakes import make_fake_image_folder
 from tests.conftest import ROOT
 
 IMAGENET = ['mocov2_r50_imagenet.py', 'mixco_r50_imagenet.py']
@@ -25,14 +26,12 @@ def load(name: str) -> Config:
     return Config.fromfile(str(ROOT / 'configs' / name))
 
 
-@pytest.mark.parametrize('name', IMAGENET + LONGER + ['eval/linear_r50_imagenet.py'])
-def test_config_validates_and_builds(name):
-    """config_check accepts it and the model builds on CPU (queue shrunk, as allowed)."""
-    cfg = load(name)
+def test_linear_config_builds_a_resnet50_probe():
+    """The pretraining configs validate and build in tests/engine/config/test_config_check.py
+    and tests/test_configs.py; the ImageNet linear protocol's probe is a ResNet-50."""
+    cfg = load('eval/linear_r50_imagenet.py')
     validate_config(cfg)
-    if 'queue_size' in cfg.model:
-        cfg.model.queue_size = 256
-    assert MODELS.build(cfg.model).backbone.feature_dim == (2048 if '_r50_' in name else 512)
+    assert MODELS.build(cfg.model).backbone.feature_dim == 2048
 
 
 @pytest.mark.parametrize('name', IMAGENET)
@@ -96,19 +95,16 @@ STEP = ['train_dataloader.batch_size=4', 'train_dataloader.dataset.input_size=32
 
 @pytest.fixture(scope='module')
 def fake_roots(tmp_path_factory):
-    """4 training images (one step of batch 4) per fake data set."""
+    """4 training images (one step of batch 4) of a fake ImageNet."""
     root = tmp_path_factory.mktemp('tables')
     return {'imagenet': make_fake_image_folder(root / 'imagenet', classes=('a', 'b'),
-                                               per_class=2, size=40),
-            'tiny': make_fake_tiny_imagenet(root, num_classes=2, train_per_class=2,
-                                            val_per_class=1, size=40)}
+                                               per_class=2, size=40)}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('name', IMAGENET + LONGER)
+@pytest.mark.parametrize('name', IMAGENET)
 def test_one_training_step(name, fake_roots, tmp_path, subprocess_env):
     """tools/train.py runs one step of the config (shrunk by --cfg-options) and saves it."""
-    data = fake_roots['imagenet' if 'imagenet' in name else 'tiny']
+    data = fake_roots['imagenet']
     proc = subprocess.run(
         [sys.executable, 'tools/train.py', f'configs/{name}', '--work-dir', str(tmp_path),
          '--no-eval', '--cfg-options', f'train_dataloader.dataset.data_root={data}', *STEP],
@@ -121,7 +117,6 @@ def test_one_training_step(name, fake_roots, tmp_path, subprocess_env):
     assert ('loss_mix' in rows[0]) == name.startswith('mixco')
 
 
-@pytest.mark.slow
 def test_linear_eval_one_epoch(fake_roots, tmp_path, monkeypatch):
     """The ImageNet linear protocol, shrunk to one epoch of one step, on a random ResNet-50."""
     from benchmark.evaluation.linear_paper import run_linear_paper

@@ -4,12 +4,10 @@ import math
 import subprocess
 import sys
 
-import pytest
 
 from tests.conftest import ROOT
 
 
-@pytest.mark.slow
 def test_mixco_simclr_two_cpu_processes_with_sync_bn(tmp_path, fake_tiny, free_port,
                                                      subprocess_env):
     """DDP accepts the CPU sync-BN layers and its all-reduces interleave with DDP's own."""
