@@ -35,7 +35,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_stock_torch_load_fails_on_mmengine_checkpoint(mmengine_checkpoint):
-    """Without the allow-list torch>=2.6 refuses mmengine's checkpoint (mmengine#1655)."""
+    """Without the allow-list torch>=2.6 refuses mmengine's checkpoint (open-mmlab/mmengine#1655)."""
     proc = run_python(f'''
         import torch
         torch.load({str(mmengine_checkpoint)!r})

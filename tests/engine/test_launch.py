@@ -16,7 +16,7 @@ def test_overrides_work_dir_and_launcher():
     cfg = load_config(CONFIG, {'train_cfg.max_epochs': 2}, launcher='pytorch')
     assert cfg.train_cfg.max_epochs == 2 and cfg.launcher == 'pytorch'
     assert cfg.work_dir == os.path.join('work_dirs', 'mocov2_r18_digits')
-    assert load_config(CONFIG, work_dir='/tmp/w').work_dir == '/tmp/w'
+    assert load_config(CONFIG, work_dir='runs/w').work_dir == 'runs/w'
 
 
 def test_resume_auto_without_checkpoints_starts_from_scratch(tmp_path, capsys):
