@@ -1,6 +1,4 @@
 """Tiny-ImageNet and ImageFolder read from their on-disk layouts; bad roots are one line."""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +17,8 @@ from benchmark.data.fakes import (
     make_fake_image_folder,
     make_fake_tiny_imagenet,
 )
-from benchmark.layout import REPO_ROOT
-
-REPO = REPO_ROOT
+from benchmark.cli import run_tool
+from tools import prepare_data
 
 
 def _assert_one_line(error: DataRootError, path: str, *words: str) -> None:
@@ -31,9 +28,17 @@ def _assert_one_line(error: DataRootError, path: str, *words: str) -> None:
     assert all(word in message for word in words), message
 
 
-def _prepare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / 'tools' / 'prepare_data.py'), *args],
-                          capture_output=True, text=True, timeout=120)
+def _prepare(capsys, *args: str) -> tuple:
+    """(exit code, stdout, stderr) of ``python tools/prepare_data.py ARGS``, in-process (its main
+    through run_tool, as its command line runs it; tests/e2e/test_tool_inputs.py runs the tool
+    as a process)."""
+    capsys.readouterr()
+    try:
+        code = run_tool(prepare_data.main, list(args))
+    except SystemExit as stop:  # argparse
+        code = stop.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 def test_tiny_train_label_is_index_of_wnid_in_sorted_wnids(tiny):
@@ -135,12 +140,12 @@ def test_unknown_val_wnid_is_malformed(tmp_path):
     _assert_one_line(info.value, tiny, 'n99999999')
 
 
-def test_prepare_data_check(tiny, tmp_path):
-    ok = _prepare('check', 'tiny', '--root', tiny)
-    assert ok.returncode == 0, ok.stderr
-    assert 'train: 4 classes, 12 images' in ok.stdout and 'val: 4 classes, 8 images' in ok.stdout
-    bad = _prepare('tiny', '--root', str(tmp_path / 'empty'), '--no-download')
-    assert bad.returncode == 2 and 'Traceback' not in bad.stderr
-    lines = bad.stderr.strip().splitlines()
+def test_prepare_data_check(tiny, tmp_path, capsys):
+    code, out, err = _prepare(capsys, 'check', 'tiny', '--root', tiny)
+    assert code == 0, err
+    assert 'train: 4 classes, 12 images' in out and 'val: 4 classes, 8 images' in out
+    code, _, err = _prepare(capsys, 'tiny', '--root', str(tmp_path / 'empty'), '--no-download')
+    assert code == 2 and 'Traceback' not in err
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: dataset root ')
     assert 'tools/prepare_data.py tiny --root' in lines[0]
