@@ -1,9 +1,13 @@
-"""Shared fixtures: the repo root, a free TCP port, and a small fake Tiny-ImageNet."""
+"""Shared fixtures: the repo root, a free TCP port, a small fake Tiny-ImageNet, and a tool's
+``main`` called in-process as its command line calls it."""
 import importlib.util
+import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -48,6 +52,45 @@ def fake_tiny(tmp_path_factory) -> str:
     from benchmark.data.fakes import make_fake_tiny_imagenet
     return str(make_fake_tiny_imagenet(tmp_path_factory.mktemp('data'),
                                        num_classes=4, train_per_class=8, val_per_class=2))
+
+
+def call_tool(tool: ModuleType, argv: list) -> int:
+    """What ``python tools/<name>.py ARGV`` does: train.py calls its main itself (an error during
+    training keeps its traceback), every other tool goes through `run_tool`; argparse's exit
+    (SystemExit) is returned as the exit code."""
+    from benchmark.cli import run_tool
+    try:
+        if tool.__name__ == 'tools.train':
+            return tool.main(argv)
+        return run_tool(tool.main, argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+@pytest.fixture
+def run_main(capsys, monkeypatch):
+    """``run_main(tool, *args)`` -> (exit code, stdout, stderr, seconds) of a tool module
+    (``from tools import train``) run in-process from the repository root with wandb off, as
+    the subprocess checks run the tools."""
+    from mmengine.logging import MMLogger
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv('WANDB_MODE', 'disabled')
+    monkeypatch.delenv('WANDB_API_KEY', raising=False)
+    capsys.readouterr()
+    loggers = set(MMLogger._instance_dict)
+
+    def run(tool: ModuleType, *args) -> tuple:
+        start = time.monotonic()
+        code = call_tool(tool, [str(a) for a in args])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err, time.monotonic() - start
+    yield run
+    # A Runner built in the call logs to the stdout this test captured, closed after it: its
+    # console handlers go, so that a later test's log lines do not hit a closed stream.
+    for name in set(MMLogger._instance_dict) - loggers:
+        logger = MMLogger._instance_dict[name]
+        for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
+            logger.removeHandler(handler)
 
 
 @pytest.fixture

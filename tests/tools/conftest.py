@@ -1,51 +1,8 @@
-"""Fixtures of the tool tests: a tool's ``main`` called in-process as its command line calls it,
-and the check that bad input is one ``error:`` line on stderr with exit code 2."""
-import time
+"""The check of the tool tests: bad input is one ``error:`` line on stderr with exit code 2
+(`run_main`, in tests/conftest.py, calls a tool's ``main`` in-process)."""
 from types import ModuleType
 
-import logging
-
 import pytest
-from mmengine.logging import MMLogger
-
-from benchmark.cli import run_tool
-from tests.conftest import ROOT
-
-
-def call_tool(tool: ModuleType, argv: list) -> int:
-    """What ``python tools/<name>.py ARGV`` does: train.py calls its main itself (an error during
-    training keeps its traceback), every other tool goes through `run_tool`; argparse's exit
-    (SystemExit) is returned as the exit code."""
-    try:
-        if tool.__name__ == 'tools.train':
-            return tool.main(argv)
-        return run_tool(tool.main, argv)
-    except SystemExit as stop:
-        return stop.code
-
-
-@pytest.fixture
-def run_main(capsys, monkeypatch):
-    """``run_main(tool, *args)`` -> (exit code, stdout, stderr, seconds), run from the repository
-    root with wandb switched off, as the tools' subprocess checks run them."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv('WANDB_MODE', 'disabled')
-    monkeypatch.delenv('WANDB_API_KEY', raising=False)
-    capsys.readouterr()
-    loggers = set(MMLogger._instance_dict)
-
-    def run(tool: ModuleType, *args) -> tuple:
-        start = time.monotonic()
-        code = call_tool(tool, [str(a) for a in args])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err, time.monotonic() - start
-    yield run
-    # A Runner built in the call logs to the stdout this test captured, closed after it: its
-    # console handlers go, so that a later test's log lines do not hit a closed stream.
-    for name in set(MMLogger._instance_dict) - loggers:
-        logger = MMLogger._instance_dict[name]
-        for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
-            logger.removeHandler(handler)
 
 
 @pytest.fixture

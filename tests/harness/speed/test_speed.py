@@ -1,31 +1,16 @@
-"""tools/benchmark_speed.py and benchmark.harness.speed.bench: the family's ratios and floors, the
-command line's errors, and tiny end-to-end runs of the default harness and of --paper."""
+"""benchmark.harness.speed.bench: the family's ratios and floors, the bare steps, the grid's
+headline keys, and a run saving each part as it ends (the tool's errors and runs:
+tests/tools/test_tool_arguments.py, tests/tools/test_benchmark_speed_tool.py and
+tests/e2e/test_speed_tool_runs.py)."""
 import json
-import math
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
 
 from benchmark.harness.speed import bench as speed
-from benchmark.harness.speed.bench import (HEADLINE, PARTS, bench_steps, compile_speedup, paper_keys,
-                                     step_ratios)
+from benchmark.harness.speed.bench import bench_steps, compile_speedup, paper_keys, step_ratios
 from benchmark.harness.speed.step import PAIRS
 from benchmark.harness.speed.timing import Settings
-from tests.conftest import ROOT
-
-TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
-        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
-        '--num-workers', '0', '--feature-images', '8', '--knn-bank', '500', '--knn-queries', '64',
-        '--knn-k', '20', '--knn-classes', '10', '--knn-chunk', '16', '--knn-repeats', '1',
-        '--views-native', '16', '--views-repeats', '1']
-
-
-def tool(args, env, timeout=600):
-    return subprocess.run([sys.executable, 'tools/benchmark_speed.py', *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_step_ratios_pair_each_member_with_its_baseline():
@@ -79,92 +64,6 @@ def test_compile_speedup_pairs_each_compiled_configuration_with_its_eager_one():
     assert compile_speedup({'pil-fp32': config(10)}) == {}
 
 
-@pytest.mark.parametrize('args, needle', [
-    (['--batch', '5'], '--batch=5'),
-    (['--configs', 'gpu-fp16'], "'gpu-fp16'"),
-    (['--paper', '--images', '64', '--batch', '8', '--pipeline-iters', '4'], 'raise --images'),
-    (['--images', '0'], '--images=0')])
-def test_bad_arguments_are_one_line_errors(subprocess_env, args, needle):
-    proc = tool(args, subprocess_env, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith('error: benchmark_speed: ')
-    assert needle in proc.stderr
-
-
-def test_only_views_writes_results_named_by_the_device(tmp_path, subprocess_env):
-    proc = tool([*TINY, '--only', 'views', '--out-dir', str(tmp_path)], subprocess_env, 300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    slug = 'nvidia' if torch.cuda.is_available() else 'cpu-'
-    (stem,) = [p.stem for p in tmp_path.glob('*.json')]
-    assert stem.startswith(slug) and (tmp_path / f'{stem}.md').is_file()
-    result = json.loads((tmp_path / f'{stem}.json').read_text())
-    assert set(PARTS) & set(result) == {'views'} and result['device_slug'] == stem
-    assert result['views']['ms_per_batch']['device_path'] > 0
-    assert len(result['load_average']['start']) == 3 and 'Host load average' in proc.stdout
-    assert 'Views (4 images 16 px -> 2 views 16 px' in proc.stdout
-
-
-@pytest.mark.slow
-def test_tiny_run_writes_json_and_table(tmp_path, subprocess_env):
-    """Every part runs at the tiniest sizes; the numbers are sane (no assertion on speed)."""
-    out, table = tmp_path / 'speed.json', tmp_path / 'speed.md'
-    proc = tool([*TINY, '--out', str(out), '--table', str(table)], subprocess_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-    conditional = {k for k in HEADLINE if k.startswith('paper_')} | {'compile_speedup'}
-    assert set(HEADLINE) - conditional <= set(result)
-    assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
-    for key in HEADLINE:
-        if key in result and key not in ('faiss_same_predictions',):
-            assert math.isfinite(result[key]) and result[key] > 0, key
-    assert result['faiss_same_predictions'] is True
-    steps = result['steps']
-    for method in ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr'):
-        assert steps[method]['images_per_s'] > 0 and steps[method]['flops_per_image'] > 0
-        assert steps[method]['peak_bytes'] > steps[method]['own_bytes'] > 0
-    # Same weights, optimizer state and inputs; MixCo's 1.5 B forward can only add activations.
-    assert steps['mixco']['own_bytes'] == steps['mocov2']['own_bytes']
-    assert steps['mocov2']['own_bytes'] > steps['simclr']['own_bytes']  # key encoder + queue
-    (config,) = result['pipeline'].values()
-    assert list(result['pipeline']) == ['pil-fp32'] and set(config['methods']) == {'mocov2', 'mixco'}
-    assert all(0 <= p['median_data_wait_fraction'] < 1 for p in config['methods'].values())
-    assert result['features']['images'] == 8 and result['views']['batch'] == 4
-    text = table.read_text()
-    assert '| MixCo (MoCo-v2) | MoCo-v2 |' in text and '| pil-fp32 | MoCo-v2 |' in text
-    assert '| Un-Mix (MoCo-v2) | MoCo-v2 |' in text and 'Paper setting' not in text
-    assert proc.stdout.strip().splitlines()[-1].startswith('knn_over_matmul: ')
-
-
-@pytest.mark.slow
-def test_tiny_paper_run_measures_the_grid(tmp_path, subprocess_env):
-    proc = tool(['--paper', '--images', '64', '--input-size', '32', '--batch', '8',
-                 '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
-                 '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
-                 '--data-dir', str(tmp_path / 'data'), '--out-dir', str(tmp_path)],
-                subprocess_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (path,) = tmp_path.glob('*.json')
-    result = json.loads(path.read_text())
-    assert list(result['pipeline']) == ['pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl',
-                                        'gpu-bf16-cl-compile']
-    assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
-    settings = result['settings']
-    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
-    for config in result['pipeline'].values():
-        for p in config['methods'].values():
-            assert p['iterations'] == 6 and p['images_per_s'] and p['flops_per_image'] > 0
-        assert config['time_ratio'] > 0 and config['memory_ratio'] > 0
-    fastest = max(result['pipeline'].values(),
-                  key=lambda c: c['methods']['mixco']['median_images_per_s'])
-    assert result['paper_setting_images_per_s'] == fastest['methods']['mixco'][
-        'median_images_per_s']
-    assert 0 <= result['paper_setting_data_wait'] < 1 and result['mixco_moco_time_ratio'] > 0
-    assert result['device'] and (tmp_path / 'data').is_dir()
-    assert 'Paper setting, fastest configuration' in proc.stdout
-    assert 'gpu-bf16-cl-compile: MixCo ' in proc.stderr  # each configuration logged as it ends
-    assert 'paper_setting_images_per_s: ' in proc.stdout
-
-
 def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
     """A run cut short (a GPU job's time limit) keeps each finished part: run() hands save() the
     result so far, marked partial, after the steps, each pipeline configuration, the features
@@ -197,30 +96,3 @@ def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
     assert 'partial' not in result and result['views'] == dict(views=1)
     assert result['paper_setting_config'] == 'gpu-fp32'
 
-
-@pytest.mark.slow
-def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
-    """SIGKILL after the first pipeline configuration is logged (it is saved before): the JSON and
-    table on disk hold it, marked partial (a tools/gpu_proof.sh run cut short keeps what its
-    OUTPUT_DIR has by then)."""
-    proc = subprocess.Popen(
-        [sys.executable, 'tools/benchmark_speed.py', '--paper', '--images', '32',
-         '--input-size', '16', '--batch', '4', '--pipeline-iters', '2', '--pipeline-warmup', '1',
-         '--num-workers', '0', '--configs', 'pil-fp32', 'gpu-fp32', '--skip', 'step',
-         '--out-dir', str(tmp_path)], cwd=ROOT, env=subprocess_env, stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL, text=True)
-    try:
-        deadline = time.monotonic() + 600
-        for line in proc.stderr:
-            if line.startswith('  pil-fp32: MixCo') or time.monotonic() > deadline:
-                break
-        proc.kill()
-    finally:
-        proc.wait()
-    assert proc.returncode == -9  # killed, not ended
-    (path,) = tmp_path.glob('*.json')
-    result = json.loads(path.read_text())
-    assert result['partial']['done'] == 'pipeline pil-fp32'
-    assert list(result['pipeline']) == ['pil-fp32'] and 'features' not in result
-    text = path.with_suffix('.md').read_text()
-    assert 'Partial: written after pipeline pil-fp32' in text and '| pil-fp32 | MoCo-v2 |' in text

@@ -1,8 +1,5 @@
-"""tools/benchmark_speed.py's precision, channels_last and views switches at tiny size on CPU."""
-import json
-import subprocess
-import sys
-
+"""The speed harness's precision, channels_last and views switches at tiny size on CPU (the
+tool's run with them: tests/e2e/test_speed_tool_runs.py)."""
 import pytest
 import torch
 
@@ -10,11 +7,6 @@ from benchmark.engine.config.check import validate_config
 from benchmark.harness.speed.pipeline import pipeline_cfg
 from benchmark.harness.speed.step import build_step, step_inputs, train_step
 from benchmark.harness.speed.timing import Settings
-from tests.conftest import ROOT
-
-TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
-        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
-        '--num-workers', '0', '--small-stem', '--views-native', '16', '--views-repeats', '1']
 
 
 def test_pipeline_config_gets_the_switches(tmp_path):
@@ -54,19 +46,3 @@ def test_bare_step_runs_in_the_chosen_precision_and_layout(precision, channels_l
     assert not torch.equal(model.backbone.conv1.weight, before)  # the step updated the weights
     assert model.queue.dtype == torch.float32
 
-
-@pytest.mark.slow
-def test_tiny_run_with_bf16_and_channels_last(tmp_path, subprocess_env):
-    out = tmp_path / 'speed.json'
-    proc = subprocess.run([sys.executable, 'tools/benchmark_speed.py', *TINY, '--precision',
-                           'bf16', '--channels-last', '--skip', 'features', 'knn', 'views', '--out',
-                           str(out)], cwd=ROOT, env=subprocess_env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-    assert (result['settings']['precision'], result['settings']['channels_last']) == ('bf16', True)
-    assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
-    assert list(result['pipeline']) == ['pil-bf16-cl']
-    assert all(p['median_images_per_s'] > 0
-               for p in result['pipeline']['pil-bf16-cl']['methods'].values())
-    assert 'Bare steps (bf16, channels_last)' in proc.stdout and '| pil-bf16-cl |' in proc.stdout

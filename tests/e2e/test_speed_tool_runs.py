@@ -1,0 +1,151 @@
+"""tools/benchmark_speed.py end to end at the tiniest sizes: every part, the --paper grid, the
+bf16 + channels_last switches (in-process, through the tool's main), and a real process killed
+midway leaving the parts it measured."""
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from benchmark.harness.speed.bench import HEADLINE, PARTS
+from tests.conftest import ROOT
+from tools import benchmark_speed
+
+TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
+        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
+        '--num-workers', '0', '--feature-images', '8', '--knn-bank', '500', '--knn-queries', '64',
+        '--knn-k', '20', '--knn-classes', '10', '--knn-chunk', '16', '--knn-repeats', '1',
+        '--views-native', '16', '--views-repeats', '1']
+
+
+@pytest.fixture(autouse=True)
+def torch_threads():
+    """The harness sets torch's thread count for its process; the next tests get theirs back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_tiny_run_writes_json_and_table(tmp_path, run_main):
+    """Every part runs at the tiniest sizes; the numbers are sane (no assertion on speed)."""
+    out, table = tmp_path / 'speed.json', tmp_path / 'speed.md'
+    code, stdout, err, _ = run_main(benchmark_speed, *TINY, '--out', out, '--table', table)
+    assert code == 0, err[-3000:]
+    result = json.loads(out.read_text())
+    conditional = {k for k in HEADLINE if k.startswith('paper_')} | {'compile_speedup'}
+    assert set(HEADLINE) - conditional <= set(result)
+    assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
+    for key in HEADLINE:
+        if key in result and key not in ('faiss_same_predictions',):
+            assert math.isfinite(result[key]) and result[key] > 0, key
+    assert result['faiss_same_predictions'] is True
+    steps = result['steps']
+    for method in ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr'):
+        assert steps[method]['images_per_s'] > 0 and steps[method]['flops_per_image'] > 0
+        assert steps[method]['peak_bytes'] > steps[method]['own_bytes'] > 0
+    # Same weights, optimizer state and inputs; MixCo's 1.5 B forward can only add activations.
+    assert steps['mixco']['own_bytes'] == steps['mocov2']['own_bytes']
+    assert steps['mocov2']['own_bytes'] > steps['simclr']['own_bytes']  # key encoder + queue
+    (config,) = result['pipeline'].values()
+    assert list(result['pipeline']) == ['pil-fp32'] and set(config['methods']) == {'mocov2', 'mixco'}
+    assert all(0 <= p['median_data_wait_fraction'] < 1 for p in config['methods'].values())
+    assert result['features']['images'] == 8 and result['views']['batch'] == 4
+    text = table.read_text()
+    assert '| MixCo (MoCo-v2) | MoCo-v2 |' in text and '| pil-fp32 | MoCo-v2 |' in text
+    assert '| Un-Mix (MoCo-v2) | MoCo-v2 |' in text and 'Paper setting' not in text
+    assert stdout.strip().splitlines()[-1].startswith('knn_over_matmul: ')
+
+
+@pytest.fixture
+def eager_compile(monkeypatch):
+    """The -compile configuration traces with dynamo but skips inductor's code generation
+    (minutes on a CPU, and not what this test checks); dynamo's caches are reset afterwards."""
+    from benchmark.harness.speed import pipeline
+    build = pipeline.pipeline_cfg
+
+    def eager(*args, **kwargs):
+        cfg = build(*args, **kwargs)
+        for hook in cfg.custom_hooks:
+            if hook['type'] == 'CompileHook':
+                hook['backend'] = 'eager'
+        return cfg
+    monkeypatch.setattr(pipeline, 'pipeline_cfg', eager)
+    yield
+    torch._dynamo.reset()
+
+
+def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main):
+    code, out, err, _ = run_main(
+        benchmark_speed, '--paper', '--images', '32', '--input-size', '16', '--batch', '8',
+        '--pipeline-iters', '2', '--pipeline-warmup', '1', '--num-workers', '0',
+        '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
+        '--data-dir', tmp_path / 'data', '--out-dir', tmp_path)
+    assert code == 0, err[-3000:]
+    (path,) = tmp_path.glob('*.json')
+    result = json.loads(path.read_text())
+    assert list(result['pipeline']) == ['pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl',
+                                        'gpu-bf16-cl-compile']
+    assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
+    settings = result['settings']
+    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 16, 8)
+    for config in result['pipeline'].values():
+        for p in config['methods'].values():
+            assert p['iterations'] == 3 and p['images_per_s'] and p['flops_per_image'] > 0
+        assert config['time_ratio'] > 0 and config['memory_ratio'] > 0
+    fastest = max(result['pipeline'].values(),
+                  key=lambda c: c['methods']['mixco']['median_images_per_s'])
+    assert result['paper_setting_images_per_s'] == fastest['methods']['mixco'][
+        'median_images_per_s']
+    assert 0 <= result['paper_setting_data_wait'] < 1 and result['mixco_moco_time_ratio'] > 0
+    assert result['device'] and (tmp_path / 'data').is_dir()
+    assert 'Paper setting, fastest configuration' in out
+    assert 'gpu-bf16-cl-compile: MixCo ' in err  # each configuration logged as it ends
+    assert 'paper_setting_images_per_s: ' in out
+
+
+def test_tiny_run_with_bf16_and_channels_last(tmp_path, run_main):
+    out = tmp_path / 'speed.json'
+    code, stdout, err, _ = run_main(
+        benchmark_speed, '--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
+        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
+        '--num-workers', '0', '--small-stem', '--views-native', '16', '--views-repeats', '1',
+        '--precision', 'bf16', '--channels-last', '--skip', 'features', 'knn', 'views',
+        '--out', out)
+    assert code == 0, err[-3000:]
+    result = json.loads(out.read_text())
+    assert (result['settings']['precision'], result['settings']['channels_last']) == ('bf16', True)
+    assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
+    assert list(result['pipeline']) == ['pil-bf16-cl']
+    assert all(p['median_images_per_s'] > 0
+               for p in result['pipeline']['pil-bf16-cl']['methods'].values())
+    assert 'Bare steps (bf16, channels_last)' in stdout and '| pil-bf16-cl |' in stdout
+
+
+def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
+    """SIGKILL after the first pipeline configuration is logged (it is saved before): the JSON and
+    table on disk hold it, marked partial (the device call of tools/gpu_proof.sh keeps what $OUT
+    has when its time runs out)."""
+    proc = subprocess.Popen(
+        [sys.executable, 'tools/benchmark_speed.py', '--paper', '--images', '32',
+         '--input-size', '16', '--batch', '4', '--pipeline-iters', '2', '--pipeline-warmup', '1',
+         '--num-workers', '0', '--configs', 'pil-fp32', 'gpu-fp32', '--skip', 'step',
+         '--out-dir', str(tmp_path)], cwd=ROOT, env=subprocess_env, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        for line in proc.stderr:
+            if line.startswith('  pil-fp32: MixCo') or time.monotonic() > deadline:
+                break
+        proc.kill()
+    finally:
+        proc.wait()
+    assert proc.returncode == -9  # killed, not ended
+    (path,) = tmp_path.glob('*.json')
+    result = json.loads(path.read_text())
+    assert result['partial']['done'] == 'pipeline pil-fp32'
+    assert list(result['pipeline']) == ['pil-fp32'] and 'features' not in result
+    text = path.with_suffix('.md').read_text()
+    assert 'Partial: written after pipeline pil-fp32' in text and '| pil-fp32 | MoCo-v2 |' in text
