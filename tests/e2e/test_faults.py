@@ -6,17 +6,14 @@ The other variants (signals, a kill at any moment of a checkpoint write or durin
 evaluation, the RNG-state control, NaN, every method, device views) run in-process in
 tests/harness/faults/test_resume_in_process.py and tests/methods/test_method_resume.py."""
 import json
-import os.path as osp
 import subprocess
 import sys
 
 import pytest
 
 from benchmark.data.fakes import make_fake_tiny_imagenet
-from benchmark.engine.checkpoints import read_checkpoint
 from benchmark.harness.faults import campaign as fc
 from benchmark.harness.faults import runs as fr
-from benchmark.harness.faults.kill_resume import killed_by_sigkill
 from tests.conftest import ROOT
 
 
@@ -28,29 +25,23 @@ def small_tiny(tmp_path_factory):
 
 
 def test_one_process_sigkill_then_resume_is_bit_identical(small_tiny, tmp_path):
-    """tools/train.py SIGKILLed after iteration 7 (epoch 2, batch 3 of 4): --resume continues
-    from iter_6.pth, trains the two iterations left, and the final checkpoint (loaded
-    weights-only, the queue in it) equals the uninterrupted run's bit for bit."""
-    def config(name, fault=''):
-        return fr.write_config(str(tmp_path / f'{name}.py'), 'mixco', small_tiny, epochs=2,
-                               iter_interval=2, fault=fault)
-
-    reference, work = str(tmp_path / 'reference'), str(tmp_path / 'run')
-    done = fr.train(config('reference'), reference)
+    """tools/train.py SIGKILLed after iteration 7 (epoch 2, batch 3 of 4), as the fault campaign
+    scores it: --resume continues from iter_6.pth, trains the two iterations left, leaves no
+    corrupt checkpoint and ends with the uninterrupted run's weights bit for bit."""
+    reference = str(tmp_path / 'reference')
+    done = fr.train(fr.write_config(f'{reference}.py', 'mixco', small_tiny, epochs=2), reference)
     assert done.returncode == 0, done.stderr[-2000:]
-    killed = fr.train(config('killed', "dict(type='KillHook', at_iter=7)"), work)
-    assert killed_by_sigkill(killed), killed.stderr[-2000:]
-    assert fr.referenced_corrupt(work) == []
-    resumed = fr.train(config('resumed'), work, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert f"resuming from {osp.join(work, 'iter_6.pth')}" in resumed.stderr
-    assert 'resumed epoch: 1, iter: 6' in resumed.stdout + resumed.stderr
-    log = sorted(p for p in (tmp_path / 'run').glob('*/*.log'))[-1].read_text()
-    assert log.count('Epoch(train)') == 2  # logged every iteration: 7 and 8 ran
-    weights = fr.load_weights(fr.final_checkpoint(work, 2))
-    assert fr.differing(fr.load_weights(fr.final_checkpoint(reference, 2)), weights) == []
-    assert weights['queue'].shape == (16, 128)
-    assert read_checkpoint(fr.final_checkpoint(work, 2))['meta']['iter'] == 8
+    card, lines = fc.Scorecard(), []
+    fc.score_kill_resume(card, str(tmp_path), small_tiny, 'mixco',
+                         fr.final_checkpoint(reference, 2), 'at_iter=7', 2, log=lines.append)
+    assert (card.faults_injected, card.faults_survived, card.checkpoints_corrupt) == (1, 1, 0), \
+        card.failures
+    assert lines == [f"  kill {'mixco-at-iter-7-1p':<40} bit-identical"]
+    killed, resumed = sorted((tmp_path / 'mixco-at-iter-7-1p').glob('*/*.log'))
+    assert 'Epoch(train) [2][3/4]' in killed.read_text()  # iteration 7 ran, then the kill
+    log = resumed.read_text()
+    assert 'resumed epoch: 1, iter: 6' in log
+    assert log.count('Epoch(train)') == 2  # logged every iteration: 7 and 8 ran again
 
 
 def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess_env):
