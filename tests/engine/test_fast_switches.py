@@ -1,6 +1,6 @@
-"""The speed switches as configs use them: channels_last, torch.compile, the *_fast configs."""
-import subprocess
-import sys
+"""The speed switches as configs use them: channels_last, torch.compile, the *_fast configs (a
+step of each through tools/train.py: tests/tools/test_train_tool.py; torch.compile through it:
+tests/e2e/test_train_tool_runs.py)."""
 from types import SimpleNamespace
 
 import pytest
@@ -10,14 +10,10 @@ from mmengine.config import Config
 from benchmark.engine.channels_last import (ChannelsLastDistributedDataParallel, ChannelsLastHook,
                                             to_channels_last, use_channels_last,
                                             use_channels_last_wrapper)
-from benchmark.engine.compat import allow_mmengine_checkpoints
 from benchmark.engine.config.check import ConfigError, validate_config
 from methods.moco import MoCo
 from tests.conftest import ROOT
 
-TINY = ['train_dataloader.batch_size=8', 'train_dataloader.dataset.input_size=32',
-        'train_cfg.max_epochs=1', 'model.queue_size=64', 'train_dataloader.num_workers=0',
-        'train_dataloader.persistent_workers=False', 'train_dataloader.num_batch_per_epoch=1']
 NHWC = torch.channels_last
 
 
@@ -148,37 +144,3 @@ def test_fast_configs_differ_from_paper_configs_only_in_the_switches(name, base)
     assert fast['model'].pop('data_preprocessor') == dict(type='GPUViewPreprocessor', view='mocov2')
     assert fast == paper
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize('name', ['mocov2_r18_tiny_fast.py', 'mixco_r18_tiny_fast.py'])
-def test_fast_config_trains_one_step_on_cpu(name, tmp_path, fake_tiny, subprocess_env):
-    """tools/train.py runs one bf16 + channels_last step; the checkpoint shows both."""
-    proc = subprocess.run([sys.executable, 'tools/train.py', f'configs/{name}', '--work-dir',
-                           str(tmp_path), '--no-eval', '--cfg-options',
-                           f'train_dataloader.dataset.data_root={fake_tiny}', *TINY],
-                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    allow_mmengine_checkpoints()
-    ckpt = torch.load(tmp_path / 'epoch_1.pth', map_location='cpu')
-    weights = ckpt['state_dict']
-    assert weights['backbone.conv1.weight'].is_contiguous(memory_format=NHWC)
-    assert weights['queue'].dtype == torch.float32
-    assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
-    assert ckpt['optimizer']['loss_scaler'] == {}  # the AMP wrapper ran, scaler off (bf16)
-
-
-@pytest.mark.slow
-def test_compile_smoke_on_cpu(tmp_path, fake_tiny, subprocess_env):
-    """compile=dict(backend='eager'): dynamo traces mmengine's train_step of MoCo (3 steps)."""
-    options = [o for o in TINY if 'num_batch_per_epoch' not in o]
-    proc = subprocess.run([sys.executable, 'tools/train.py', 'configs/mocov2_r18_tiny.py',
-                           '--work-dir', str(tmp_path), '--no-eval', '--cfg-options',
-                           f'train_dataloader.dataset.data_root={fake_tiny}', *options,
-                           'train_dataloader.num_batch_per_epoch=3', 'compile.backend=eager',
-                           'custom_hooks=[]', 'default_hooks.logger.interval=1'],
-                          cwd=ROOT, env=subprocess_env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    log = proc.stdout + proc.stderr
-    assert 'Model has been "compiled"' in log and 'Epoch(train) [1][3/3]' in log

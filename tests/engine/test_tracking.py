@@ -98,7 +98,6 @@ def test_log_record_without_wandb_backend_is_a_no_op(tmp_path):
 
 
 @needs_wandb
-@pytest.mark.slow
 def test_unreachable_wandb_server_means_one_warning_and_offline(tmp_path, monkeypatch, capsys):
     """Online mode, a key, but nothing listening: the run goes on offline after one warning."""
     monkeypatch.setenv('WANDB_API_KEY', 'a' * 40)
