@@ -1,11 +1,13 @@
 # make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (2 CPU processes per run),
 # evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
-# make test: the test suite.
+# make test: the test suite, then its 25 slowest tests; make test-fast: without tests/e2e/ (slow).
+# make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
+# included (TESTS=tests/tools for a part of it).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast demo clean
+.PHONY: install test test-fast coverage demo clean
 
 install: $(STAMP)
 
@@ -16,10 +18,14 @@ $(STAMP): setup.cfg setup.py
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=25
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -ra -m 'not slow'
+
+TESTS ?=
+coverage: $(STAMP)
+	$(PY) -m pytest -q -ra --cov --cov-report=term $(TESTS)
 
 # The demo suite (configs/suites/demo_digits.py) with two of its three seeds, so that it fits
 # in 15 minutes on 2 CPU cores; runs whose records exist are skipped, so a rerun only renders.
@@ -35,4 +41,4 @@ demo: $(STAMP)
 	@echo "checkpoints and training logs: work_dirs/suites/demo_digits/<run>/"
 
 clean:
-	rm -rf work_dirs .pytest_cache
+	rm -rf work_dirs .pytest_cache .coverage .coverage.*
