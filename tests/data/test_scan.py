@@ -181,8 +181,10 @@ def test_strict_file_that_breaks_later_is_a_one_line_error(tiny):
     assert message.startswith(f'{path}: truncated image file (OSError: image file is truncated')
     assert '\n' not in message and message.endswith(
         '; fix or remove it, or set train_dataloader.dataset.bad_data=skip')
-    with pytest.raises(BadImageError) as info:  # re-raised by the DataLoader, still one line
-        _labels_through_loader(ds)
+    # Re-raised by the DataLoader, still one line. One worker: torch waits 5 s for each worker
+    # of a loader that raised before it lets the loader go.
+    with pytest.raises(BadImageError) as info:
+        _labels_through_loader(ds, num_workers=1)
     message = str(info.value)
     assert '\n' not in message and message.startswith(f'{path}: truncated image file')
     assert message.endswith('(in DataLoader worker process 0)')
