@@ -2,7 +2,7 @@
 
 Examples:
     python tools/leaderboard.py                      # results/runs -> results/leaderboard.*
-    python tools/leaderboard.py --results-dir /tmp/r # another results folder, same paper rows
+    python tools/leaderboard.py --results-dir my_runs # another results folder, same paper rows
 
 The tables are generated, never edited: change or add records and rerun. Errors are one line
 ``error: ...`` on stderr with exit code 2 (``--debug`` for tracebacks).

@@ -126,8 +126,8 @@ def test_tiny_run_with_bf16_and_channels_last(tmp_path, run_main):
 
 def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
     """SIGKILL after the first pipeline configuration is logged (it is saved before): the JSON and
-    table on disk hold it, marked partial (the device call of tools/gpu_proof.sh keeps what $OUT
-    has when its time runs out)."""
+    table on disk hold it, marked partial (what a GPU job cut short by its time limit, as in
+    tools/gpu_proof.sh, keeps)."""
     proc = subprocess.Popen(
         [sys.executable, 'tools/benchmark_speed.py', '--paper', '--images', '32',
          '--input-size', '16', '--batch', '4', '--pipeline-iters', '2', '--pipeline-warmup', '1',
