@@ -36,7 +36,8 @@ def tiny_backbone(depth=18, small_stem=False):  # noqa: ARG001  build_resnet's s
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch):
     monkeypatch.setattr(methods.base, 'build_resnet', tiny_backbone)
-    MessageHub.get_current_instance().update_info('epoch', 1)  # MoCHi mixes from its warm-up
+    # MoCHi mixes once its warm-up is over; the epoch is put back after the test
+    monkeypatch.setitem(MessageHub.get_current_instance().runtime_info, 'epoch', 1)
 
 
 @functools.lru_cache(maxsize=None)
