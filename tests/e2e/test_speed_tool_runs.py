@@ -79,8 +79,8 @@ def eager_compile(monkeypatch):
 
 def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main):
     code, out, err, _ = run_main(
-        benchmark_speed, '--paper', '--images', '32', '--input-size', '16', '--batch', '8',
-        '--pipeline-iters', '2', '--pipeline-warmup', '1', '--num-workers', '0',
+        benchmark_speed, '--paper', '--images', '64', '--input-size', '32', '--batch', '8',
+        '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
         '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
         '--data-dir', tmp_path / 'data', '--out-dir', tmp_path)
     assert code == 0, err[-3000:]
@@ -90,10 +90,10 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main):
                                         'gpu-bf16-cl-compile']
     assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
     settings = result['settings']
-    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 16, 8)
+    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
     for config in result['pipeline'].values():
         for p in config['methods'].values():
-            assert p['iterations'] == 3 and p['images_per_s'] and p['flops_per_image'] > 0
+            assert p['iterations'] == 6 and p['images_per_s'] and p['flops_per_image'] > 0
         assert config['time_ratio'] > 0 and config['memory_ratio'] > 0
     fastest = max(result['pipeline'].values(),
                   key=lambda c: c['methods']['mixco']['median_images_per_s'])
