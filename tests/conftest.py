@@ -93,6 +93,23 @@ def run_main(capsys, monkeypatch):
             logger.removeHandler(handler)
 
 
+def tiny_backbone(depth: int = 18, small_stem: bool = False):  # noqa: ARG001  build_resnet's
+    """Conv, batch norm (running statistics travel in checkpoints), 8 pooled features: stands
+    in for the ResNet where a test needs real training steps, not the ResNet's numbers."""
+    from torch import nn
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
+                        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    net.feature_dim = 8
+    return net
+
+
+@pytest.fixture
+def tiny_backbones(monkeypatch):
+    """Every method built in this test gets `tiny_backbone` instead of a ResNet."""
+    import methods.base
+    monkeypatch.setattr(methods.base, 'build_resnet', tiny_backbone)
+
+
 @pytest.fixture
 def subprocess_env() -> dict:
     env = dict(os.environ, PYTHONPATH=import_path(), OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',

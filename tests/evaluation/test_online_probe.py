@@ -85,7 +85,7 @@ def _train(tmp_path, probe: bool):
     return runner, {k: v.clone() for k, v in runner.model.state_dict().items()}
 
 
-def test_training_is_bit_identical_with_the_probe(tmp_path, monkeypatch):
+def test_training_is_bit_identical_with_the_probe(tmp_path, monkeypatch, tiny_backbones):
     """MixCo draws its lambdas from the global generator, so any draw of the probe (the val
     loader's base seed) would change the weights after the first epoch's validation."""
     _, plain = _train(tmp_path, probe=False)
