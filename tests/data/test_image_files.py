@@ -17,7 +17,6 @@ from benchmark.data.fakes import (
     make_fake_image_folder,
     make_fake_tiny_imagenet,
 )
-from benchmark.cli import run_tool
 from tools import prepare_data
 
 
@@ -26,19 +25,6 @@ def _assert_one_line(error: DataRootError, path: str, *words: str) -> None:
     assert isinstance(error, FileNotFoundError) and '\n' not in message
     assert path in message and 'tools/prepare_data.py' in message
     assert all(word in message for word in words), message
-
-
-def _prepare(capsys, *args: str) -> tuple:
-    """(exit code, stdout, stderr) of ``python tools/prepare_data.py ARGS``, in-process (its main
-    through run_tool, as its command line runs it; tests/e2e/test_tool_inputs.py runs the tool
-    as a process)."""
-    capsys.readouterr()
-    try:
-        code = run_tool(prepare_data.main, list(args))
-    except SystemExit as stop:  # argparse
-        code = stop.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_tiny_train_label_is_index_of_wnid_in_sorted_wnids(tiny):
@@ -140,11 +126,13 @@ def test_unknown_val_wnid_is_malformed(tmp_path):
     _assert_one_line(info.value, tiny, 'n99999999')
 
 
-def test_prepare_data_check(tiny, tmp_path, capsys):
-    code, out, err = _prepare(capsys, 'check', 'tiny', '--root', tiny)
+def test_prepare_data_check(tiny, tmp_path, run_main):
+    """tools/prepare_data.py's main, in-process (tests/e2e/test_tool_inputs.py runs the tool as
+    a process)."""
+    code, out, err, _ = run_main(prepare_data, 'check', 'tiny', '--root', tiny)
     assert code == 0, err
     assert 'train: 4 classes, 12 images' in out and 'val: 4 classes, 8 images' in out
-    code, _, err = _prepare(capsys, 'tiny', '--root', str(tmp_path / 'empty'), '--no-download')
+    code, _, err, _ = run_main(prepare_data, 'tiny', '--root', tmp_path / 'empty', '--no-download')
     assert code == 2 and 'Traceback' not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: dataset root ')

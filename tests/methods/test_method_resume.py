@@ -12,10 +12,8 @@ import torch
 from mmengine.config import Config
 from mmengine.logging import MessageHub
 from mmengine.registry import MODELS
-from torch import nn
 
 import methods  # noqa: F401  registers the models
-import methods.base
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from tests.conftest import ROOT
 
@@ -26,16 +24,8 @@ METHODS = {'mocov2': {}, 'mixco': {}, 'simclr': {}, 'mixco_simclr': {}, 'imix': 
            'supervised': dict(num_classes=3)}
 
 
-def tiny_backbone(depth=18, small_stem=False):  # noqa: ARG001  build_resnet's signature
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
-                        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-    net.feature_dim = 8
-    return net
-
-
 @pytest.fixture(autouse=True)
-def tiny(monkeypatch):
-    monkeypatch.setattr(methods.base, 'build_resnet', tiny_backbone)
+def tiny(tiny_backbones, monkeypatch):
     # MoCHi mixes once its warm-up is over; the epoch is put back after the test
     monkeypatch.setitem(MessageHub.get_current_instance().runtime_info, 'epoch', 1)
 

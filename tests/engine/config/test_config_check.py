@@ -12,7 +12,6 @@ import pytest
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
-from benchmark.cli import run_tool
 from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from tests.conftest import ROOT
 from tools import eval as eval_tool
@@ -273,26 +272,12 @@ def test_persistent_workers_and_prefetch_need_workers():
     validate_config(cfg)
 
 
-def call(tool, *argv: str) -> int:
-    """``python tools/<tool>.py ARGV``'s exit code, in-process: train.py calls its main itself,
-    eval.py through run_tool; argparse's exit is a SystemExit."""
-    try:
-        return train.main(list(argv)) if tool is train else run_tool(tool.main, list(argv))
-    except SystemExit as stop:
-        return stop.code
-
-
 @pytest.fixture
-def one_error_line(capsys, monkeypatch):
-    """``one_error_line(tool, *argv, words=...)``: exit code 2 and stderr exactly one ``error:``
-    line holding every word, no traceback, no usage text; the line."""
-    monkeypatch.chdir(ROOT)
-    monkeypatch.setenv('WANDB_MODE', 'disabled')
-
+def one_error_line(run_main):
+    """``one_error_line(tool, *argv, words=...)``: the tool's main, in-process, exits 2 with
+    exactly one ``error:`` line on stderr holding every word, no traceback, no usage text."""
     def check(tool, *argv, words=()):
-        capsys.readouterr()
-        code = call(tool, *map(str, argv))
-        err = capsys.readouterr().err
+        code, _, err, _ = run_main(tool, *argv)
         assert code == 2, err[-2000:]
         assert 'Traceback' not in err and 'usage:' not in err, err[-2000:]
         lines = err.strip().splitlines()
@@ -305,8 +290,9 @@ def one_error_line(capsys, monkeypatch):
 def test_train_reports_bad_key_before_missing_data(tmp_path, one_error_line):
     """A typo'd key and a data root that does not exist: the key is reported, data is not read."""
     start = time.monotonic()
+    nowhere = tmp_path / 'nowhere'
     line = one_error_line(train, 'configs/mixco_r18_tiny.py', '--work-dir', tmp_path / 'w',
-                          '--cfg-options', f'train_dataloader.dataset.data_root={tmp_path / "nowhere"}',
+                          '--cfg-options', f'train_dataloader.dataset.data_root={nowhere}',
                           'model.temprature=0.1',
                           words=['configs/mixco_r18_tiny.py', "'model.temprature'",
                                  "did you mean 'model.temperature'?"])

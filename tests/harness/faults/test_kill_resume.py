@@ -8,7 +8,6 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from benchmark.cli import run_tool
 from benchmark.harness.faults.kill_resume import (against_reference, compare, killed_by_sigkill,
                                                   overlay_config)
 from tests.conftest import ROOT
@@ -58,16 +57,10 @@ def test_a_kill_is_told_from_a_crash():
      '/no/such/dir'),
     (['configs/mixco_r18_tiny_fast.py', '--kill-at', '3', '--work-dir', str(ROOT / 'configs')],
      'is not empty')])
-def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
-    """tools/kill_resume.py's main as its command line runs it (run_tool), in-process;
-    tests/e2e/test_tool_inputs.py runs the tool once as a process."""
-    monkeypatch.chdir(ROOT)
-    capsys.readouterr()
-    try:
-        code = run_tool(kill_resume.main, args)
-    except SystemExit as stop:  # argparse
-        code = stop.code
-    err = capsys.readouterr().err
+def test_bad_input_is_one_line_and_exit_2(args, needle, run_main):
+    """tools/kill_resume.py's main, in-process; tests/e2e/test_tool_inputs.py runs the tool once
+    as a process."""
+    code, _, err, _ = run_main(kill_resume, *args)
     assert code == 2, err[-2000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error:') and needle in lines[0], err

@@ -8,6 +8,7 @@ A SIGKILL leaves the disk as it is and runs nothing more; here `KillHook`'s kill
 tests/e2e/test_faults.py kills real processes (one process, and two gloo processes)."""
 import functools
 import glob
+import logging
 import os
 import os.path as osp
 import random
@@ -20,7 +21,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
-from torch import nn
+from mmengine.logging import MMLogger
 
 import methods.base
 from benchmark.data.fakes import make_fake_tiny_imagenet
@@ -33,6 +34,7 @@ from benchmark.harness.faults import hooks as fault_hooks
 from benchmark.harness.faults import runs as fr
 from benchmark.layout import LAST_CHECKPOINT, PREEMPTED_MARKER
 from benchmark.reports.records import load_records
+from tests.conftest import tiny_backbone
 from tools import train
 
 EPOCHS, PER_EPOCH, INTERVAL = 2, 3, 2  # 12 images, batch 4: iter_2, epoch_1, iter_4, epoch_2
@@ -44,14 +46,6 @@ _names = count()
 
 class Killed(BaseException):
     """What a SIGKILL is to the process: nothing after it runs (no except clause catches it)."""
-
-
-def tiny_backbone(depth=18, small_stem=False):  # noqa: ARG001  build_resnet's signature
-    """Conv, batch norm (running statistics travel in the checkpoint), pooled 8 features."""
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
-                        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-    net.feature_dim = 8
-    return net
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -69,6 +63,18 @@ def small_runs():
         yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
+
+
+@pytest.fixture(autouse=True)
+def close_run_loggers():
+    """The runs' loggers print to this test's captured stdout, closed after it: their console
+    handlers go, so that a later test's log lines do not hit a closed stream."""
+    before = set(MMLogger._instance_dict)
+    yield
+    for name in set(MMLogger._instance_dict) - before:
+        logger = MMLogger._instance_dict[name]
+        for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
+            logger.removeHandler(handler)
 
 
 @pytest.fixture
@@ -211,7 +217,8 @@ def test_signal_checkpoints_exits_143_and_resumes_identically(sig, at, tmp_path,
                                                               reference):
     """The real signal arrives during iteration ``at``: the step finishes, its checkpoint is
     written (on an epoch's last step, after the epoch's own end), the `preempted` marker is
-    written (mid-epoch: holding the iteration), the exit code is 143; the resumed run trains only what was left."""
+    written (mid-epoch: holding the iteration), the exit code is 143; the resumed run trains
+    only what was left."""
     work = str(tmp_path / 'run')
     cfg = config(str(tmp_path), data, fault=f"dict(type='KillHook', signal_at_iter={at}, "
                                            f"sig='{sig}')")
@@ -273,8 +280,8 @@ def test_a_kill_at_any_moment_of_a_checkpoint_write_leaves_a_whole_newest_checkp
         keep, tmp_path, data, kills, reference, monkeypatch):
     """Every state a checkpoint write passes through (temporary file half written, renamed,
     `last_checkpoint` replaced, the oldest removed), with max_keep_ckpts 1 and unlimited: every
-    checkpoint a file name or `last_checkpoint` names loads, and --resume picks the newest
-    whole one, never older than one `last_checkpoint` named before; from the worst moment (the newest
+    checkpoint a file name or `last_checkpoint` names loads, and --resume picks the newest whole
+    one, never older than one `last_checkpoint` named before; from the worst moment (the newest
     file half written) the resumed run ends with the uninterrupted run's weights."""
     work = str(tmp_path / 'run')
     os.makedirs(work)
