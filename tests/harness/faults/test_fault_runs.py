@@ -70,17 +70,17 @@ def test_free_port_is_bindable():
 def test_tiny_env(monkeypatch):
     monkeypatch.setenv('WANDB_API_KEY', 'secret')
     monkeypatch.delenv('PYTHONPATH', raising=False)
-    env = tiny_env('/tmp/home')
+    env = tiny_env('fake-home')
     assert (env['PYTHONPATH'], env['OMP_NUM_THREADS'], env['WANDB_MODE'], env['HOME']) == (
-        str(REPO_ROOT), '1', 'disabled', '/tmp/home')
+        str(REPO_ROOT), '1', 'disabled', 'fake-home')
     assert 'WANDB_API_KEY' not in env
 
 
 def test_tiny_env_keeps_carried_packages_importable(monkeypatch):
-    """On a GPU machine the wheels are installed with `pip --target /tmp/site` and found through
+    """On a GPU machine the wheels are installed with `pip --target DIR` and found through
     PYTHONPATH: a subprocess must keep it, after the checkout."""
-    monkeypatch.setenv('PYTHONPATH', '/tmp/site')
-    assert tiny_env()['PYTHONPATH'] == os.pathsep.join([str(REPO_ROOT), '/tmp/site'])
+    monkeypatch.setenv('PYTHONPATH', 'carried-site')
+    assert tiny_env()['PYTHONPATH'] == os.pathsep.join([str(REPO_ROOT), 'carried-site'])
 
 
 def test_checkpoint_files(tmp_path):
