@@ -14,7 +14,7 @@ import torch
 from benchmark.engine.tracking import PROBE_TIMEOUT_S
 from benchmark.layout import import_path
 from tests.conftest import ROOT, needs_wandb
-from tests.engine.test_wandb_fallback import KEY, SERVERS, WARNING, wandb_server
+from tests.engine.test_wandb_fallback import KEY, WARNING, wandb_server
 from tools import train as train_tool
 
 TINY = ['train_dataloader.batch_size=8', 'train_dataloader.dataset.input_size=32',
@@ -69,10 +69,14 @@ def offline_seconds(tmp_path_factory, fake_tiny) -> float:
 
 
 @needs_wandb
-@pytest.mark.parametrize('kind', SERVERS)
+@pytest.mark.parametrize('kind', ['silent'])
 def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny, offline_seconds):
     """Online mode with a key and a failing server: exit 0, a record, an offline wandb run,
-    one warning, and at most the probe's bound (plus noise) slower than WANDB_MODE=offline."""
+    one warning, and at most the probe's bound (plus noise) slower than WANDB_MODE=offline.
+
+    The whole run meets the server that accepts connections and never answers (the one that
+    would cost most without the probe); every kind of failing server (its SERVERS) is met by the
+    backend itself, in-process, within the probe's bound in tests/engine/test_wandb_fallback.py."""
     with wandb_server(kind) as url:
         env = dict(train_env(), WANDB_MODE='online', WANDB_API_KEY=KEY, WANDB_BASE_URL=url,
                    HOME=str(tmp_path))

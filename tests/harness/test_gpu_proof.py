@@ -1,6 +1,6 @@
 """tools/gpu_proof.sh on CPU: its arguments, output folder, scratch folders and failure
-accounting (on a CPU the env step fails for want of CUDA, which the table must say). The kill step
-runs in tests/e2e/test_gpu_proof_e2e.py."""
+accounting (on a CPU the env step fails for want of CUDA, which the table must say), and the kill
+step's plumbing with a stand-in interpreter."""
 import shutil
 import subprocess
 import sys
@@ -19,7 +19,8 @@ def proof(tmp_path, env, steps, *args, script=SCRIPT, cwd=ROOT, **extra):
     """Run the script with STEPS=steps and the given arguments; scratch folders under tmp/."""
     (tmp_path / 'tmp').mkdir(exist_ok=True)
     env = dict(env, STEPS=steps, PYTHON=sys.executable, WHEELS=str(tmp_path / 'no-wheels'),
-               TMPDIR=str(tmp_path / 'tmp'), **extra)
+               TMPDIR=str(tmp_path / 'tmp'))
+    env.update(extra)
     return subprocess.run(['bash', str(script), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -78,3 +79,46 @@ def test_without_an_argument_the_outputs_go_to_results_gpu_proof(tmp_path, subpr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (tmp_path / 'results' / 'gpu_proof' / 'env.log').is_file()
     assert f'gpu_proof: outputs in {tmp_path / "results" / "gpu_proof"}' in proc.stdout
+
+
+STUB = '''#!/usr/bin/env bash
+# Stands in for the interpreter: records its arguments, writes what tools/kill_resume.py writes
+# (its result JSON at --out, a run log in --work-dir, the closing lines) and exits with $STUB_RC.
+printf '%s\\n' "$*" > "$STUB_ARGS"
+while [ $# -gt 0 ]; do
+  case $1 in --out) out=$2; shift;; --work-dir) work=$2; shift;; esac; shift
+done
+printf '{"passed": %s}\\n' "$([ "$STUB_RC" = 0 ] && echo true || echo false)" > "$out"
+printf 'iteration log line\\n' > "$work/killed.log"
+echo "gloo x1 on cpu: killed after iteration 5 (rc -9), resumed from 4 (rc 0), ended at 8"
+[ "$STUB_RC" = 0 ] && echo "kill-resume: passed (logs in $work)" || echo "kill-resume: FAILED"
+exit "$STUB_RC"
+'''
+
+
+@pytest.mark.parametrize('rc', [0, 1])
+def test_kill_step_passes_its_options_keeps_the_logs_and_counts_a_failure(tmp_path,
+                                                                            subprocess_env, rc):
+    """The kill step's plumbing, with a stand-in interpreter: tools/kill_resume.py gets one
+    process, the step's defaults then KILL_ARGS, the result JSON and the runs' log tails land in
+    OUTPUT_DIR, the scratch folder goes, and a failed run fails the script. (A real kill and
+    resume through tools/kill_resume.py runs in tests/e2e/test_faults.py.)"""
+    stub = tmp_path / 'python'
+    stub.write_text(STUB)
+    stub.chmod(0o755)
+    out, args = tmp_path / 'out', tmp_path / 'args.txt'
+    proc = proof(tmp_path, subprocess_env, 'kill', str(out), KILL_ARGS='--kill-at 5 --epochs 1',
+                 PYTHON=str(stub), STUB_ARGS=str(args), STUB_RC=str(rc))
+    proc_args = args.read_text().split()
+    assert proc_args[:4] == ['tools/kill_resume.py', 'configs/mixco_r18_tiny_fast.py', '--nproc', '1']
+    assert proc_args[-4:] == ['--kill-at', '5', '--epochs', '1']  # KILL_ARGS last: they win
+    assert proc_args[proc_args.index('--out') + 1] == f'{out}/kill_resume.json'
+    assert (out / 'kill_resume.json').read_text() == '{"passed": %s}\n' % ('true' if rc == 0 else 'false')
+    log = (out / 'kill_resume.log').read_text()
+    assert '--- tail of killed.log\niteration log line' in log
+    assert not list((tmp_path / 'tmp').glob('gpu-proof.*'))  # the scratch folder is removed
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr[-3000:]
+    status = next(line.strip() for line in lines if line.strip().startswith('kill_resume '))
+    assert status.startswith('kill_resume  pass in' if rc == 0 else 'kill_resume  FAIL (rc 1)')
+    assert lines[-1].startswith('kill-resume: passed' if rc == 0 else 'kill-resume: FAILED')
