@@ -12,22 +12,8 @@ import torch
 
 from benchmark.harness.speed.bench import HEADLINE, PARTS
 from tests.conftest import ROOT
+from tests.tools.test_benchmark_speed_tool import TINY, torch_threads  # noqa: F401 (autouse)
 from tools import benchmark_speed
-
-TINY = ['--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
-        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
-        '--num-workers', '0', '--feature-images', '8', '--knn-bank', '500', '--knn-queries', '64',
-        '--knn-k', '20', '--knn-classes', '10', '--knn-chunk', '16', '--knn-repeats', '1',
-        '--views-native', '16', '--views-repeats', '1']
-
-
-@pytest.fixture(autouse=True)
-def torch_threads():
-    """The harness sets torch's thread count for its process; the next tests get theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_tiny_run_writes_json_and_table(tmp_path, run_main):
     """Every part runs at the tiniest sizes; the numbers are sane (no assertion on speed)."""

@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -167,7 +168,8 @@ def section_configs(card: Scorecard, data_root: str, log=print) -> None:
         start = time.monotonic()
         proc = subprocess.run(
             [sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), 'configs/mixco_r18_tiny.py',
-             '--work-dir', osp.join('/tmp', 'fault-campaign-never-created'), '--cfg-options',
+             '--work-dir', osp.join(tempfile.gettempdir(), 'fault-campaign-never-created'),
+             '--cfg-options',
              f'train_dataloader.dataset.data_root={data_root}', *options],
             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
