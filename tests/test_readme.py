@@ -17,9 +17,9 @@ FORBIDDEN = {
     'a folder outside the checkout': re.compile(r'\.\./shared|(?<![\w-])shared/'),
     'an issue number of our own (upstream ones are owner/repo#N or a link)':
         re.compile(r'\b[Ii]ssues? (?:#\s*)?[0-9]+|\([Ii]ssue\b'),
-    'a development tool (device calls, the device tool)':
+    'the name of a development tool':
         re.compile(r'\b[Dd]evice (?:calls?|tool)\b'),
-    "a development tool's output folder": re.compile(r'\$OUT\b'),
+    "a development tool's output folder": re.compile(r'\$O' r'UT\b'),
     "a machine's absolute path": re.compile(r'(?<![\w.~-])/(?:work|root|home|opt|tmp|Users)/'),
 }
 # `#N` is only an upstream reference when an owner/repo precedes it (open-mmlab/mmengine#1655).
@@ -75,27 +75,29 @@ def test_no_tracked_file_speaks_of_development():
     assert not hits, 'words for developers, not users:\n' + '\n'.join(hits)
 
 
+# Each sample is written with a '|' inside its word, so that this file itself does not hold it.
 @pytest.mark.parametrize('sample', [
-    'see DESIGN.md for the contract',
-    'bash ../shared/gpu/fetch.sh',
-    'copied from shared/paper_results.csv',
-    'the five classes of issue 11',
-    'Issue 14 compares them',
-    'as issues 5, 12, 14 asked',
-    'split into packages (issue 10)',
-    'in as few device calls as possible',
-    'one device call',
-    "the device tool's folder",
-    'outputs go to $OUT',
-    'read /work/shared/paper_results.csv',
-    "work_dir='/tmp/w'",
-    'PYTHONPATH=/opt/site',
-    'cd /home/me/mixco',
-    '/root/.cache/torch',
-    'a bug of mmengine (mmengine#1655)',
-    'fixed in #12',
+    'see DES|IGN.md for the contract',
+    'bash ../sha|red/gpu/fetch.sh',
+    'copied from sha|red/paper_results.csv',
+    'the five classes of iss|ue 11',
+    'Iss|ue 14 compares them',
+    'as iss|ues 5, 12, 14 asked',
+    'split into packages (iss|ue 10)',
+    'in as few dev|ice calls as possible',
+    'one dev|ice call',
+    "the dev|ice tool's folder",
+    'outputs go to $O|UT',
+    'read /wo|rk/sha|red/paper_results.csv',
+    "work_dir='/t|mp/w'",
+    'PYTHONPATH=/o|pt/site',
+    'cd /ho|me/me/mixco',
+    '/ro|ot/.cache/torch',
+    'a bug of mmengine (mmengine#|1655)',
+    'fixed in #|12',
 ])
 def test_the_scan_catches_each_kind(sample):
+    sample = sample.replace('|', '')
     assert development_words(sample), sample
 
 
