@@ -25,15 +25,14 @@ def tool(name, *args, env):
     return run([sys.executable, f'tools/{name}', *map(str, args)], env)
 
 
-def one_error_line(result, *words, seconds=120):
+def one_error_line(result, *words):
     """The tool's stderr is exactly one `error:` line holding `words`; exit code 2."""
-    proc, took = result
+    proc, _ = result
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith('error: '), proc.stderr[-3000:]
     assert 'Traceback' not in proc.stderr and 'usage:' not in proc.stderr
     assert all(str(w) in lines[0] for w in words), (lines[0], words)
-    assert took < seconds, took
     return lines[0]
 
 
@@ -57,7 +56,7 @@ def test_dist_train_queue_smaller_than_all_processes_batch(tmp_path, subprocess_
                   '--cfg-options', 'model.queue_size=40', 'train_dataloader.batch_size=32',
                   f'train_dataloader.dataset.data_root={tmp_path / "no_data"}'], env)
     one_error_line(result, 'model.queue_size (40) must be >= the total batch, 2 process(es) x '
-                           'train_dataloader.batch_size 32 = 64', seconds=60)
+                           'train_dataloader.batch_size 32 = 64')
     assert 'ChildFailedError' not in result[0].stderr and not (tmp_path / 'work').exists()
 
 

@@ -62,15 +62,20 @@ def steps(model, optimizer, method, first, last):
         optimizer.step()
 
 
-@pytest.mark.parametrize('method', sorted(METHODS))
-def test_resume_from_state_dicts_and_rng_state_is_bit_identical(method):
+def straight_and_cut(method):
+    """(the model trained STEPS steps in one go, the same model and optimizer after CUT)."""
     straight, opt = build(method, seed=0)
     torch.manual_seed(123)
     steps(straight, opt, method, 0, STEPS)
-
     first, opt = build(method, seed=0)
     torch.manual_seed(123)
     steps(first, opt, method, 0, CUT)
+    return straight, first, opt
+
+
+@pytest.mark.parametrize('method', sorted(METHODS))
+def test_resume_from_state_dicts_and_rng_state_is_bit_identical(method):
+    straight, first, opt = straight_and_cut(method)
     saved = copy.deepcopy((first.state_dict(), opt.state_dict(), capture_rng_state()))
     torch.manual_seed(999)  # what happens between the save and the resume draws elsewhere
     second, opt = build(method, seed=7)
@@ -91,12 +96,7 @@ def test_resume_from_state_dicts_and_rng_state_is_bit_identical(method):
 @pytest.mark.parametrize('method', ['mixco', 'unmix'])
 def test_without_the_rng_state_a_mixing_method_differs(method):
     """The control: the same hand-over with another RNG state draws other mixes."""
-    straight, opt = build(method, seed=0)
-    torch.manual_seed(123)
-    steps(straight, opt, method, 0, STEPS)
-    first, opt = build(method, seed=0)
-    torch.manual_seed(123)
-    steps(first, opt, method, 0, CUT)
+    straight, first, opt = straight_and_cut(method)
     second, opt2 = build(method, seed=7)
     second.load_state_dict(first.state_dict())
     opt2.load_state_dict(opt.state_dict())
