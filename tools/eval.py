@@ -15,7 +15,7 @@ from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # n
                                   output_dir, positive_int, run_tool)
 from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
-from benchmark.engine.launch import config_identity  # noqa: E402
+from benchmark.engine.launch import config_identity, config_setting  # noqa: E402
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402
 from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,  # noqa: E402
                              PROTOCOL_ALIASES)
@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     mine = args.checkpoint != 'random'
     path = record_evaluation(out['protocols'], out['run'], out['eval_data'], args.results_dir,
                              args.checkpoint if mine else None, config_identity(cfg),
+                             setting=config_setting(cfg, args.config),
                              extra=dict(checkpoint_layout=out['layout'],
                                         memory_kind=out['meta'].get('memory_kind')))
     for name, entry in out['protocols'].items():

@@ -18,7 +18,8 @@ from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
 from benchmark.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
 from benchmark.engine.config.check import CfgOptionsAction, validate_config  # noqa: E402
-from benchmark.engine.launch import check_data, config_identity, load_config  # noqa: E402
+from benchmark.engine.launch import (check_data, config_identity, config_setting,  # noqa: E402
+                                     load_config)
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence  # noqa: E402
@@ -46,7 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_runner(args: argparse.Namespace) -> tuple:
     """Load and check the config (before any data is read), then build the Runner; also the
-    config's identity (what its records' config_sha256 hashes), taken before the run edits it.
+    config's identity (what its records' config_sha256 hashes, and their setting), taken
+    before the run edits it.
     With --check-only: (None, None) once the config is checked (dist_train.sh checks once, in
     one process, before it starts the processes)."""
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher,
@@ -54,7 +56,7 @@ def build_runner(args: argparse.Namespace) -> tuple:
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
     if args.check_only:
         return None, None
-    identity = config_identity(cfg)
+    identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
     warning = configure_wandb(cfg)
@@ -82,7 +84,7 @@ def main(argv=None) -> int:
     cfg = runner.cfg
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
         runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir,
-                                                               config_text=identity)),
+                                                               **identity)),
                              priority='LOWEST')
     try:
         runner.train()
@@ -91,7 +93,7 @@ def main(argv=None) -> int:
             raise
         runner.logger.error(str(err))
         if not args.no_eval and dist.is_main():
-            path = record_divergence(runner, cfg, args.results_dir, str(err), identity)
+            path = record_divergence(runner, cfg, args.results_dir, str(err), **identity)
             runner.logger.error(f'diverged run recorded: {path}')
         dist.leave_together()
         return DIVERGED_EXIT_CODE

@@ -2,12 +2,15 @@
 
 `load_config` applies overrides, the work dir, the launcher and what `--resume` continues from;
 `check_data` fails on a missing or malformed data root before any model or data is built;
-`config_identity` is the text a record's ``config_sha256`` hashes.
+`config_identity` is the text a record's ``config_sha256`` hashes; `config_setting` is what
+its ``setting_sha256`` and ``overrides`` come from (the same config without seed and data paths,
+and where it departs from its file).
 """
 import copy
+import json
 import os.path as osp
 import sys
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from mmengine.config import Config
 from mmengine.registry import DATASETS
@@ -71,6 +74,66 @@ def config_identity(cfg: Config) -> str:
         bare.pop(key, None)
     fill_view_size(bare)  # as load_config does, so tools/eval.py's configs hash the same
     return bare.pretty_text
+
+
+# Not part of a run's setting: its seed (one setting is measured over seeds) and where its data
+# lies on this machine (a dotted key ending in one of these names, at any depth).
+SEED_KEY = 'randomness.seed'
+PATH_NAMES = ('data_root',)
+
+
+def flat_items(tree: Any, prefix: str = '') -> Dict[str, Any]:
+    """{dotted key: value} of the dicts in `tree`; lists and other values are leaves."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree} if prefix else {}
+    out: Dict[str, Any] = {}
+    for key, value in tree.items():
+        out.update(flat_items(value, f'{prefix}.{key}' if prefix else str(key)))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value (tuples as lists, other objects as their repr)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _is_setting(key: str) -> bool:
+    return (key != SEED_KEY and key.split('.')[0] not in PLACEMENT_KEYS
+            and key.rsplit('.', 1)[-1] not in PATH_NAMES)
+
+
+def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, Any]:
+    """What a run measures, apart from its seed: {'text', 'overrides'}.
+
+    ``text``: the config without placement keys, seed and data roots (records hash it with the
+    world size into ``setting_sha256``: runs of one setting share it across seeds, machines and
+    work dirs). ``overrides``: {dotted key: value} where the config departs from `config_file`
+    as shipped (default: ``cfg.filename``), e.g. ``{'model.mix_temperature': 0.1}``; the seed
+    and placement are left out. Take it where `config_identity` is taken.
+    """
+    bare = copy.deepcopy(cfg)
+    for key in PLACEMENT_KEYS:
+        bare.pop(key, None)
+    fill_view_size(bare)
+    mine = {k: v for k, v in flat_items(bare.to_dict()).items() if _is_setting(k)}
+    kept: Dict[str, Any] = {}
+    for key, value in mine.items():  # rebuild without the left-out keys, in the config's order
+        node = kept
+        *parents, leaf = key.split('.')
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    text = Config(kept).pretty_text
+    overrides: Dict[str, Any] = {}
+    source = config_file or cfg.filename
+    if source and osp.isfile(source):
+        shipped = Config.fromfile(source, import_custom_modules=False)
+        fill_view_size(shipped)
+        theirs = {k: v for k, v in flat_items(shipped.to_dict()).items() if _is_setting(k)}
+        overrides = {k: _plain(v) for k, v in mine.items()
+                     if k not in theirs or _plain(theirs[k]) != _plain(v)}
+        overrides.update({k: None for k in theirs if k not in mine})
+    return dict(text=text, overrides=overrides)
 
 
 def check_data(cfg: Config) -> None:

@@ -81,12 +81,21 @@ def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
     )
 
 
+def setting_fields(setting: Optional[dict]) -> dict:
+    """build_record's setting_text and overrides from `launch.config_setting` (or None)."""
+    if not setting:
+        return {}
+    return dict(setting_text=setting['text'], overrides=setting['overrides'])
+
+
 def record_evaluation(protocols: Dict[str, dict], run: dict, eval_data: str,
                       results_dir: str = layout.RESULTS_DIR, checkpoint: Optional[str] = None,
-                      config_text: Optional[str] = None, extra: Optional[dict] = None) -> Path:
-    """Write the evaluation's record; its figures move into runs/<id>/ beside it."""
+                      config_text: Optional[str] = None, extra: Optional[dict] = None,
+                      setting: Optional[dict] = None) -> Path:
+    """Write the evaluation's record; its figures move into runs/<id>/ beside it.
+    `setting`: `launch.config_setting` of the config (the record's setting and overrides)."""
     record = build_record(**run, eval_data=eval_data, protocols=protocols, checkpoint=checkpoint,
-                          config_text=config_text, extra=extra)
+                          config_text=config_text, extra=extra, **setting_fields(setting))
     folder = layout.run_folder(results_dir, record['id'])
     for entry in record['protocols'].values():
         figure = entry['settings'].get('figure')
@@ -118,7 +127,8 @@ def online_results(runner) -> Dict[str, dict]:
 
 def evaluate_run(runner, cfg: Config, results_dir: str,
                  protocols: Sequence[str] = DEFAULT_PROTOCOLS,
-                 config_text: Optional[str] = None) -> Optional[Path]:
+                 config_text: Optional[str] = None,
+                 setting: Optional[dict] = None) -> Optional[Path]:
     """The default protocols on the pretraining data's splits; rank 0 writes the record (with
     the online protocols' final values), the run report, and logs the metrics to the run's
     wandb run (if any). `config_text`: what config_sha256 hashes (default: the whole config)."""
@@ -137,7 +147,7 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
                              last if osp.isfile(last) else None,
                              cfg.pretty_text if config_text is None else config_text,
-                             extra=dict(memory_kind=info['memory_kind']))
+                             extra=dict(memory_kind=info['memory_kind']), setting=setting)
     runner.logger.info(f'evaluation record: {path}')
     runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
     log_record(runner.visualizer, json.loads(Path(path).read_text()))
@@ -145,7 +155,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
 
 
 def record_divergence(runner, cfg: Config, results_dir: str, message: str,
-                      config_text: Optional[str] = None) -> Path:
+                      config_text: Optional[str] = None,
+                      setting: Optional[dict] = None) -> Path:
     """A record with status 'diverged' (NA metrics), so the run shows instead of vanishing."""
     run = describe_run(cfg, dict(_run_info(runner).info(runner), epoch=runner.epoch))
     reason = f'NA(diverged at iteration {runner.iter + 1})'
@@ -153,7 +164,7 @@ def record_divergence(runner, cfg: Config, results_dir: str, message: str,
     record = build_record(**run, eval_data=run['pretrain_data'], protocols=protocols,
                           config_text=cfg.pretty_text if config_text is None else config_text,
                           status='diverged',
-                          extra=dict(error=message))
+                          extra=dict(error=message), **setting_fields(setting))
     return write_record(record, results_dir)
 
 

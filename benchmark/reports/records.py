@@ -5,6 +5,10 @@ A record is written once and never overwritten: ``write_record`` creates the fin
 hard link (or ``O_EXCL``), so concurrent writers cannot clobber each other and readers never see
 a half-written file.
 
+Records hold ``setting_sha256`` (what a run measures: its config without seed, placement and
+data paths, and its number of processes) and ``overrides`` (where its config departs from the
+shipped file); records written before these fields existed lack them and are read as before.
+
 Metric conventions: accuracies (``top1``, ``top5``) in percent; a metric that could not be
 computed is the string ``'NA(<reason>)'`` (NaN/inf become ``'NA(nan)'`` etc., since JSON has no
 NaN).
@@ -33,6 +37,8 @@ REQUIRED_FIELDS = ('schema', 'id', 'created', 'method', 'backbone', 'pretrain_da
                    'pretrain_epochs', 'eval_data', 'protocols', 'seed', 'world_size',
                    'total_batch', 'time_s_per_epoch', 'peak_memory_gb', 'config', 'checkpoint',
                    'config_sha256', 'status', 'extra', 'versions', 'git', 'host')
+# Written since configuration settings exist; older records lack them and stay readable.
+SETTING_FIELDS = ('setting_sha256', 'overrides')
 _NA = re.compile(r'^NA\(.*\)$')
 
 
@@ -125,7 +131,8 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
                  peak_memory_gb: Optional[float] = None, config: Optional[str] = None,
                  checkpoint: Optional[str] = None, config_text: Optional[str] = None,
                  status: str = 'ok', extra: Optional[dict] = None,
-                 data_skipped: Optional[int] = None) -> Dict[str, Any]:
+                 data_skipped: Optional[int] = None, setting_text: Optional[str] = None,
+                 overrides: Optional[dict] = None) -> Dict[str, Any]:
     """A validated result record with id, timestamp, versions, git state and host added.
 
     Args:
@@ -145,6 +152,12 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
         config: Path of the pretraining config.
         checkpoint: Path of the evaluated checkpoint.
         config_text: The config's full text (dumped); only its sha256 is stored.
+        setting_text: The config without seed, placement and data paths
+            (``launch.config_setting``); stored as ``setting_sha256``, its sha256 together with
+            the world size: what leaderboards group a row by. None: the record has no setting
+            (grouped by method, as records written without one).
+        overrides: {dotted key: value} where the config departs from its file as shipped;
+            labels the record's row.
         status: 'ok', 'diverged' or 'failed'.
         extra: Any further JSON-serialisable data.
         data_skipped: Image files the pretraining data left out (``bad_data='skip'``); stored
@@ -173,10 +186,19 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
                   time_s_per_epoch=_optional_float('time_s_per_epoch', time_s_per_epoch),
                   peak_memory_gb=_optional_float('peak_memory_gb', peak_memory_gb),
                   config=config, checkpoint=checkpoint, config_sha256=config_sha,
+                  setting_sha256=setting_sha256(setting_text, world_size),
+                  overrides=_plain('overrides', dict(overrides or {})),
                   status=status, extra=_plain('extra', dict(extra or {})),
                   versions=package_versions(),
                   git=git_state(), host=host_info())
     return record
+
+
+def setting_sha256(setting_text: Optional[str], world_size: Optional[int]) -> Optional[str]:
+    """The sha256 of a setting's text and its number of processes (None without a text)."""
+    if setting_text is None:
+        return None
+    return hashlib.sha256(f'{setting_text}\n# processes: {world_size}\n'.encode()).hexdigest()
 
 
 def write_record(record: Dict[str, Any], results_dir: str = 'results') -> Path:

@@ -13,7 +13,7 @@ import io
 import sys
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.tracking import probe_wandb_server, wandb_mode, wandb_server_and_key
@@ -29,14 +29,16 @@ from benchmark.reports.suite_board import (monitor_series, paper_beside_ours, pl
                                            suite_markdown)
 
 
-def read_suite_records(results_dir: str) -> List[dict]:
-    """The records of a suite's results folder; a broken one is a warning line, not a stop."""
+def read_suite_records(results_dirs: Union[str, List[str]]) -> List[dict]:
+    """The records of a suite's results folder (and of the suites it reuses), oldest first; a
+    broken one is a warning line, not a stop."""
+    dirs = [results_dirs] if isinstance(results_dirs, str) else results_dirs
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        records = load_records(results_dir)
+        records = [r for folder in dirs for r in load_records(folder)]
     for warning in caught:
         print(f'warning: {warning.message}', file=sys.stderr)
-    return records
+    return sorted(records, key=lambda r: (r['created'], r['id']))
 
 
 def _newest_per_step(records: List[dict]) -> List[dict]:
@@ -120,13 +122,15 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                  paper: Optional[Path], use_wandb: bool = True) -> List[Path]:
     """Write leaderboard.md, leaderboard.csv and curves.png of the suite; return their paths."""
     by_name = {o.run.name: o for o in outcomes}
-    records = suite_records(suite, plans, read_suite_records(suite.results_dir), by_name)
+    records = suite_records(suite, plans, read_suite_records(suite.record_dirs), by_name)
     rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else ()))
     folder = Path(suite.results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     groups: Dict[str, list] = {}
     for plan in plans:
-        series = monitor_series(plan.run.work_dir)
+        folder_of_run = next((d for d in suite.work_dirs(plan.run) if Path(d).is_dir()),
+                             plan.run.work_dir)
+        series = monitor_series(folder_of_run)
         if series:
             groups.setdefault(row_label(plan.run.info['method'], plan.run.variant_label),
                               []).append(series)

@@ -12,6 +12,10 @@ A suite is a small mmengine-style ``.py`` file::
     evaluations = ['default', 'linear_paper',    # after each run: the default protocols,
                    dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data')]
     slurm = dict(partition='gpu', cpus_per_task=5, time='24:00:00')  # for --launcher slurm
+    reuse = ['demo_digits']   # records (and work dirs) of these suites count as this one's
+
+A run of this suite whose config and seed match a record of a reused suite is not trained again:
+that record is the run's, and its row and curves come from the other suite's folders.
 
 A grid is a dict of dotted keys to lists of values (their product) or a list of such dicts (their
 union: one factor at a time). The grid's overrides are the run's *variant*: they name the run
@@ -38,7 +42,8 @@ from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
 from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
 
-SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm')
+SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm',
+              'reuse')
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config')
 SLURM_KEYS = ('partition', 'gpus_per_node', 'cpus_per_task', 'time', 'extra')
@@ -102,10 +107,20 @@ class Suite:
     slurm: Dict[str, Any]
     results_dir: str
     notes: List[str] = field(default_factory=list)
+    reused: List[Tuple[str, str]] = field(default_factory=list)  # (results dir, work dir) each
 
     @property
     def wants_default(self) -> bool:
         return any(e.is_default for e in self.evaluations)
+
+    @property
+    def record_dirs(self) -> List[str]:
+        """Where the suite's records are read from: its own folder, then the reused suites'."""
+        return [self.results_dir] + [results for results, _ in self.reused]
+
+    def work_dirs(self, run: Run) -> List[str]:
+        """The run's work dir, then the same run's in each reused suite (for its curves)."""
+        return [run.work_dir] + [str(Path(work) / run.name) for _, work in self.reused]
 
 
 # -- KEY=VALUE strings --------------------------------------------------------------------------
@@ -317,6 +332,13 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                          f'{[e.name for e in evaluations]}')
     slurm = dict(cfg.get('slurm') or {})
     _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
+    reuse = cfg.get('reuse') or []
+    if isinstance(reuse, str) or not all(isinstance(r, str) and re.fullmatch(
+            r'[A-Za-z0-9_.-]+', r) and r != name for r in reuse):
+        raise SuiteError(f'suite {path}: reuse must be a list of other suites\' names '
+                         f"(e.g. ['demo_digits']), got {reuse!r}")
+    reused = [(str(suite_results_dir(other, results_root)),
+               str(suite_work_dir(other, '', work_root))) for other in reuse]
     configs, runs, seen, notes = _Configs(procs), [], {}, []
     for config, fixed, variants in _entries(cfg, f'suite {path}'):
         resolved = resolve_config(config)
@@ -344,4 +366,4 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                                 int(run_cfg.train_cfg.get('max_epochs', 0)),
                                 dict(type=train.type, data_root=train.get('data_root', ''))))
     return Suite(name, str(path), runs, seeds, procs, evaluations, common, slurm,
-                 str(suite_results_dir(name, results_root)), notes)
+                 str(suite_results_dir(name, results_root)), notes, reused)

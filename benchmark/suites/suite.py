@@ -63,7 +63,7 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
     suite = expand_suite(str(suite_config(path)), seeds, results_root, work_root)
     chosen = set(select(suite, only))
     runner = SuiteRunner(suite, launcher, partition, out=out)  # checks the SLURM settings
-    plans = plan_suite(suite, read_suite_records(suite.results_dir))
+    plans = plan_suite(suite, read_suite_records(suite.record_dirs))
     mine = [p for p in plans if p.run.name in chosen]
     variants = len({(r.config, r.variant_label) for r in suite.runs})
     out(f'suite {suite.name}: {len(suite.runs)} runs ({variants} config/variant(s) x '

@@ -10,6 +10,7 @@ from benchmark.reports.records import build_record, load_records, write_record
 
 ROOT = REPO_ROOT
 # The record schema other code relies on (spelled out here, not imported, so a change shows).
+SETTING_FIELDS = ('setting_sha256', 'overrides')  # optional: older records lack them
 REQUIRED = {'schema', 'id', 'created', 'method', 'backbone', 'pretrain_data', 'pretrain_epochs',
             'eval_data', 'protocols', 'seed', 'world_size', 'total_batch', 'time_s_per_epoch',
             'peak_memory_gb', 'config', 'checkpoint', 'config_sha256', 'status', 'extra',
@@ -17,20 +18,33 @@ REQUIRED = {'schema', 'id', 'created', 'method', 'backbone', 'pretrain_data', 'p
 VERSIONS = {'python', 'torch', 'torchvision', 'mmengine', 'lightly', 'faiss', 'sklearn', 'numpy'}
 
 
-def make_record(method='mixco', seed=0, **overrides):
+def make_record(method='mixco', seed=0, **fields):
     kwargs = dict(method=method, backbone='resnet18', pretrain_data='tiny-imagenet',
                   pretrain_epochs=100, eval_data='cifar10', seed=seed, world_size=2,
                   total_batch=128, time_s_per_epoch=150.5, peak_memory_gb=4.5,
                   config='configs/mixco_r18_tiny.py', config_text="model = dict(type='X')\n",
                   protocols={'knn': {'settings': {'k': 200, 'temperature': 0.1},
                                      'metrics': {'top1': 51.25, 'top5': 'NA(4 classes)'}}})
-    kwargs.update(overrides)
+    kwargs.update(fields)
     return build_record(**kwargs)
+
+
+def test_setting_sha256_is_the_setting_and_its_processes_not_the_seed():
+    one = make_record(setting_text='model = 1', overrides={'model.a': 0.1}, seed=0)
+    assert one['overrides'] == {'model.a': 0.1}
+    assert len(one['setting_sha256']) == 64
+    assert make_record(setting_text='model = 1', seed=5)['setting_sha256'] == one['setting_sha256']
+    assert make_record(setting_text='model = 2')['setting_sha256'] != one['setting_sha256']
+    assert (make_record(setting_text='model = 1', world_size=1)['setting_sha256']
+            != one['setting_sha256'])
+    with pytest.raises(ValueError, match='overrides'):
+        make_record(setting_text='x', overrides={'a': object()})
 
 
 def test_record_has_every_field_and_round_trips(tmp_path):
     record = make_record()
-    assert set(record) == REQUIRED
+    assert set(record) == REQUIRED | set(SETTING_FIELDS)
+    assert record['setting_sha256'] is None and record['overrides'] == {}
     assert record['schema'] == 1 and 'mixco' in record['id']
     assert record['created'].endswith('+00:00')  # ISO, UTC
     assert set(record['versions']) == VERSIONS and record['versions']['python']
