@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict, Optional
 
 from benchmark.layout import REPO_ROOT as ROOT
@@ -63,8 +64,20 @@ def git_state() -> Dict[str, Any]:
             'diff_sha256': digest.hexdigest()}
 
 
-def host_info() -> Dict[str, str]:
-    """The machine's name and the device evaluations ran on (``cuda:<name>`` or ``cpu``)."""
+def cpu_model() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        for line in Path('/proc/cpuinfo').read_text(errors='replace').splitlines():
+            if line.lower().startswith('model name'):
+                return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_info() -> Dict[str, Any]:
+    """The machine's name, the device evaluations ran on (``cuda:<name>`` or ``cpu``), its CPU
+    model and the number of CPU cores this process may use."""
     device = 'cpu'
     torch = sys.modules.get('torch')
     if torch is None:
@@ -74,4 +87,5 @@ def host_info() -> Dict[str, str]:
             torch = None
     if torch is not None and torch.cuda.is_available():
         device = f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
-    return {'node': platform.node(), 'device': device}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    return {'node': platform.node(), 'device': device, 'cpu': cpu_model(), 'cpu_cores': cores}

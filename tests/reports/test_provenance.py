@@ -71,3 +71,5 @@ def test_host_info():
     expected = (f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
                 if torch.cuda.is_available() else 'cpu')
     assert info['device'] == expected
+    assert isinstance(info['cpu'], str) and info['cpu']
+    assert isinstance(info['cpu_cores'], int) and info['cpu_cores'] >= 1
