@@ -16,7 +16,7 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS
 
 from benchmark import dist
-from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.config.views import device_views, fill_view_size, train_dataset
 from benchmark.data.views import build_view
 from benchmark.engine.checkpoints import choose_resume_checkpoint, loadable
 from benchmark.engine.config.check import merge_options, read_config
@@ -128,12 +128,27 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
     source = config_file or cfg.filename
     if source and osp.isfile(source):
         shipped = Config.fromfile(source, import_custom_modules=False)
-        fill_view_size(shipped)
+        _fill_view_size_as(shipped, bare)
         theirs = {k: v for k, v in flat_items(shipped.to_dict()).items() if _is_setting(k)}
         overrides = {k: _plain(v) for k, v in mine.items()
                      if k not in theirs or _plain(theirs[k]) != _plain(v)}
-        overrides.update({k: None for k in theirs if k not in mine})
+        # A key gone from the config, unless a value replaced it or its parent (view=simclr
+        # for view=dict(...) is one override, not one per key of the dict).
+        overrides.update({k: None for k in theirs if k not in mine
+                          and not any(_nested(k, m) or _nested(m, k) for m in mine)})
     return dict(text=text, overrides=overrides)
+
+
+def _nested(inner: str, outer: str) -> bool:
+    return inner.startswith(outer + '.')
+
+
+def _fill_view_size_as(shipped: Config, cfg: Config) -> None:
+    """`fill_view_size` of the shipped config from `cfg`'s dataset: a preprocessor size the
+    file leaves to the dataset follows the run's, so a changed input_size is one override."""
+    pre = device_views(shipped)
+    if pre is not None and pre.get('input_size') is None:
+        pre['input_size'] = train_dataset(cfg).get('input_size', 224)
 
 
 def check_data(cfg: Config) -> None:

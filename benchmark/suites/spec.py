@@ -333,9 +333,10 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
     slurm = dict(cfg.get('slurm') or {})
     _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
     reuse = cfg.get('reuse') or []
-    if isinstance(reuse, str) or not all(isinstance(r, str) and re.fullmatch(
-            r'[A-Za-z0-9_.-]+', r) and r != name for r in reuse):
-        raise SuiteError(f'suite {path}: reuse must be a list of other suites\' names '
+    if not isinstance(reuse, (list, tuple)) or len(set(map(str, reuse))) != len(reuse) or not all(
+            isinstance(r, str) and re.fullmatch(r'[A-Za-z0-9_.-]+', r) and not r.startswith('.')
+            and r != name for r in reuse):
+        raise SuiteError(f'suite {path}: reuse must be a list of other suites\' names, each once '
                          f"(e.g. ['demo_digits']), got {reuse!r}")
     reused = [(str(suite_results_dir(other, results_root)),
                str(suite_work_dir(other, '', work_root))) for other in reuse]
