@@ -25,6 +25,7 @@ from benchmark.evaluation.linear_paper import (
     run_linear_paper,
 )
 from benchmark.evaluation.protocols import run_protocols
+from benchmark.evaluation.supervised import evaluate_classifier
 from benchmark.names import (
     DATA_NAMES,
     DEFAULT_PROTOCOLS,
@@ -129,19 +130,29 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
                  protocols: Sequence[str] = DEFAULT_PROTOCOLS,
                  config_text: Optional[str] = None,
                  setting: Optional[dict] = None) -> Optional[Path]:
-    """The default protocols on the pretraining data's splits; rank 0 writes the record (with
-    the online protocols' final values), the run report, and logs the metrics to the run's
-    wandb run (if any). `config_text`: what config_sha256 hashes (default: the whole config)."""
+    """The default protocols on the pretraining data's splits (and, for a supervised model,
+    the `supervised` protocol: its own classifier on the val split); rank 0 writes the record
+    (with the online protocols' final values), the run report, and logs the metrics to the
+    run's wandb run (if any). `config_text`: what config_sha256 hashes (default: the whole
+    config)."""
     model = dist.unwrap(runner.model)
     info = _run_info(runner).info(runner)
     skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
     run = describe_run(cfg, dict(info, epoch=runner.epoch, data_skipped=skipped))
     figure = osp.join(cfg.work_dir, layout.TSNE_FIGURE)
-    results = evaluate_backbone(model.backbone, eval_dataset_cfg(cfg), protocols,
+    data = eval_dataset_cfg(cfg)
+    results = evaluate_backbone(model.backbone, data, protocols,
                                 seed=run['seed'], figure_path=figure,
                                 title=f"{run['method']} {run['backbone']}")
+    # A supervised model is also scored by its own trained classifier (the paper's
+    # supervised rows); every process takes part, as in the feature extraction above.
+    own_head = None
+    if run['method'] == 'supervised' and isinstance(getattr(model, 'classifier', None), nn.Module):
+        own_head = evaluate_classifier(model.backbone, model.classifier, data)
     if results is None:
         return None
+    if own_head is not None:
+        results['supervised'] = own_head
     results.update(online_results(runner))
     last = layout.epoch_checkpoint(cfg.work_dir, runner.epoch)
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
