@@ -92,6 +92,11 @@ def flat_items(tree: Any, prefix: str = '') -> Dict[str, Any]:
     return out
 
 
+def _text(value: Any) -> str:
+    """How a value is written: 1 and 1.0 (or True and 1) differ, as they do in the config text."""
+    return json.dumps(value, default=repr, sort_keys=True)
+
+
 def _plain(value: Any) -> Any:
     """A JSON value (tuples as lists, other objects as their repr)."""
     return json.loads(json.dumps(value, default=repr))
@@ -131,7 +136,7 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
         _fill_view_size_as(shipped, bare)
         theirs = {k: v for k, v in flat_items(shipped.to_dict()).items() if _is_setting(k)}
         overrides = {k: _plain(v) for k, v in mine.items()
-                     if k not in theirs or _plain(theirs[k]) != _plain(v)}
+                     if k not in theirs or _text(theirs[k]) != _text(v)}
         # A key gone from the config, unless a value replaced it or its parent (view=simclr
         # for view=dict(...) is one override, not one per key of the dict).
         overrides.update({k: None for k in theirs if k not in mine

@@ -1,36 +1,34 @@
-"""Leaderboard tables from result records (pure functions; ``tools/leaderboard.py`` does the I/O).
+"""Leaderboard rows from result records (pure functions; ``tools/leaderboard.py`` does the I/O).
 
-One row per (backbone, pretraining epochs, pretraining data, evaluation data, protocol, method,
-variant, status) with mean ± sample std over the records (seeds) of that key; the paper's numbers
-join the same groups as labelled reference rows. A record with status 'diverged' or 'failed' forms
-its own row, so it is shown and never averaged into the runs that worked. A record's ``variant``
-(a suite's overrides, e.g. ``model.mix_temperature=0.1``; empty for the config as it is) shows in
-its row's label and is never merged with the default. A variant's Δ is taken against its
-baseline's row of the same variant where one exists, else the baseline's default; where seeds
-match, the paired difference over those seeds is shown beside it.
+One row per exact configuration: records group by (backbone, pretraining epochs, pretraining
+data, evaluation data, protocol, method), their *setting* (``setting_sha256``: the config without
+seed, placement and data paths, with its number of processes) and their status. Two settings of
+one method never share a row; each row is labelled with the keys in which its config departs
+from the shipped file (``overrides``), e.g. ``mixco [model.mix_temperature=0.1]``. A seed recorded
+twice for one setting, protocol and evaluation data is one sample: the newest record counts and
+the row notes the superseded ones. Records written before settings existed group by method and
+suite variant as they used to, and their rows are marked ``LEGACY_MARK``.
+
+Each row holds per metric the mean, sample std, n and the 95% Student-t interval over seeds
+(`stats.mean_interval`), and its main metric per seed for paired comparisons
+(``comparisons.add_comparisons``). The paper's numbers join the same groups as reference rows.
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
-import statistics
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from benchmark.names import (ACCURACY, BASELINES, CLUSTER, METHOD_ORDER, METRICS, METRIC_FORMATS,
-                             PAPER_MIXCO, PAPER_PROTOCOLS, PROTOCOLS, PROTOCOL_ORDER,
-                             canonical_backbone, canonical_data, protocol_family)
+from benchmark.names import (ACCURACY, METHOD_ORDER, METRICS, PAPER_MIXCO, PAPER_PROTOCOLS,
+                             PROTOCOL_ORDER, canonical_backbone, canonical_data, protocol_family)
+from benchmark.reports import stats
+from benchmark.reports.comparisons import SUITE, add_comparisons, main_metric
 
-SUITE = 'this suite'
 KEY = ('backbone', 'pretrain_epochs', 'pretrain_data', 'eval_data', 'protocol', 'method')
+GROUP = KEY[:3]  # one section of tables: backbone, epochs, pretraining data
+LEGACY_MARK = '†'
+LEGACY_NOTE = (f'{LEGACY_MARK} from records written without a configuration setting: grouped by '
+               'method (and suite variant) only, so such a row may mix settings.')
 Row = Dict[str, Any]
-
-
-
-
-def main_metric(protocol: str) -> Tuple[str, bool]:
-    """The metric MixCo's Δ is taken on, and whether higher is better."""
-    return ('davies_bouldin', False) if protocol_family(protocol) == 'cluster' else ('top1', True)
 
 
 def backbone_label(name: str) -> str:
@@ -39,17 +37,9 @@ def backbone_label(name: str) -> str:
 
 
 def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]:
-    """Mean, sample std (ddof=1; None for one value), n and the NA reasons of one metric."""
-    n = len(values)
-    return dict(mean=statistics.fmean(values) if n else None,
-                std=statistics.stdev(values) if n > 1 else None, n=n, na=list(na), text=None)
-
-
-def _suite_key(record: Dict[str, Any], protocol: str) -> Tuple:
-    return (canonical_backbone(record['backbone']), int(record['pretrain_epochs']),
-            canonical_data(record['pretrain_data']), canonical_data(record['eval_data']),
-            protocol, str(record['method']), str(record.get('variant') or ''),
-            str(record.get('status', 'ok')))
+    """Mean, sample std (None for one value), n, 95% t interval (None under 2 values), NA
+    reasons of one metric."""
+    return dict(stats.mean_interval(values), na=list(na), text=None)
 
 
 def row_label(method: str, variant: str = '') -> str:
@@ -57,49 +47,115 @@ def row_label(method: str, variant: str = '') -> str:
     return f'{method} [{variant}]' if variant else method
 
 
-def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
-    numbers = [v for v in values if isinstance(v, (int, float))]
-    return statistics.fmean(numbers) if numbers else None
+def override_text(key: str, value: Any) -> str:
+    """``key=value`` as a user would pass it to --cfg-options."""
+    if isinstance(value, str):
+        return f'{key}={value}'
+    if value is None:
+        return f'{key}=None'
+    return f'{key}={value!r}' if not isinstance(value, (list, dict)) else f'{key}={value}'
 
 
-def _suite_row(key: Tuple, records: List[Dict[str, Any]]) -> Row:
-    """One row from the records (one per seed) that share ``key``."""
-    row = dict(zip(KEY + ('variant', 'status'), key), source=SUITE, label=row_label(key[5], key[6]),
-               metrics={}, by_seed={})
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _mean(values: Iterable[Any]) -> Optional[float]:
+    numbers = [v for v in (_number(x) for x in values) if v is not None]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _base_key(record: Dict[str, Any], protocol: str) -> Tuple:
+    return (canonical_backbone(record['backbone']), int(record['pretrain_epochs']),
+            canonical_data(record['pretrain_data']), canonical_data(record['eval_data']),
+            protocol, str(record['method']))
+
+
+def _identity(record: Dict[str, Any]) -> Tuple[str, str]:
+    """('setting', sha256) or, for a record without one, ('legacy', its suite variant)."""
+    setting = record.get('setting_sha256')
+    return ('setting', setting) if setting else ('legacy', str(record.get('variant') or ''))
+
+
+def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dict[tuple, List[str]]]:
+    """(entries, superseded): one (key, identity, record, protocol) per setting, protocol,
+    evaluation data and seed, from the newest record (by ``created``, then id); legacy records
+    are all kept. ``superseded`` maps (key, identity) to notes on the records left out."""
+    ordered = sorted(records, key=lambda r: (r['created'], r['id']), reverse=True)
+    seen: Dict[tuple, Dict[str, Any]] = {}
+    entries, superseded = [], {}
+    for record in ordered:
+        ident = _identity(record)
+        for protocol in record['protocols']:
+            key = _base_key(record, protocol)
+            slot = (key, ident, int(record['seed']))
+            if ident[0] == 'setting' and slot in seen:
+                superseded.setdefault((key, ident), []).append(
+                    f"seed {record['seed']} recorded again ({record['id']}, superseded by "
+                    f"{seen[slot]['id']})")
+                continue
+            seen[slot] = record
+            entries.append((key, ident, record, protocol))
+    return entries, superseded
+
+
+def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict, str]],
+         superseded: List[str]) -> Row:
+    """One row from its (record, protocol) items, one per seed (legacy rows: per record)."""
+    records = [record for record, _ in items]
     protocol = key[4]
+    newest = max(records, key=lambda r: (r['created'], r['id']))
+    row = dict(zip(KEY, key), source=SUITE, status=status, legacy=ident[0] == 'legacy',
+               setting=ident[1] if ident[0] == 'setting' else None,
+               variant=ident[1] if ident[0] == 'legacy' else '',
+               overrides=dict(newest.get('overrides') or {}) if ident[0] == 'setting' else {},
+               config=str(newest.get('config') or ''), world_size=newest.get('world_size'),
+               metrics={}, by_seed={}, superseded=list(superseded), label='')
     notes, main = [], main_metric(protocol)[0]
     for metric in METRICS:
         values, na = [], []
-        for record in records:
-            value = record['protocols'][protocol].get('metrics', {}).get(metric)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                values.append(float(value))
+        for record, proto in items:
+            value = record['protocols'][proto].get('metrics', {}).get(metric)
+            if _number(value) is not None:
+                values.append(_number(value))
             elif isinstance(value, str):
                 na.append(value)
         if values or na:
             row['metrics'][metric] = summarize(values, na)
             notes += [f'{metric}: {reason}' for reason in dict.fromkeys(na)]
     per_seed: Dict[int, List[float]] = {}
-    for record in records:  # the main metric per seed, for paired differences
-        value = record['protocols'][protocol].get('metrics', {}).get(main)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            per_seed.setdefault(int(record['seed']), []).append(float(value))
-    row['by_seed'] = {seed: statistics.fmean(v) for seed, v in per_seed.items()}
+    for record, proto in items:  # the main metric per seed (legacy rows may hold a seed twice)
+        value = _number(record['protocols'][proto].get('metrics', {}).get(main))
+        if value is not None:
+            per_seed.setdefault(int(record['seed']), []).append(value)
+    row['by_seed'] = {seed: sum(v) / len(v) for seed, v in per_seed.items()}
+    if superseded:
+        notes.append(f'{len(superseded)} superseded record(s): ' + '; '.join(superseded))
     row.update(time_s_per_epoch=_mean(r.get('time_s_per_epoch') for r in records),
                peak_memory_gb=_mean(r.get('peak_memory_gb') for r in records),
                total_batch='/'.join(str(b) for b in sorted(
-                   {r['total_batch'] for r in records if r['total_batch'] is not None})),
-               seeds=sorted(r['seed'] for r in records), note='; '.join(notes))
+                   {r['total_batch'] for r in records if r.get('total_batch') is not None})),
+               seeds=sorted(int(r['seed']) for r in records), note='; '.join(notes))
     return row
 
 
 def suite_rows(records: Iterable[Dict[str, Any]]) -> List[Row]:
-    """Rows of the suite's own records, one per key and status, with statistics over seeds."""
-    groups: Dict[Tuple, List[Dict[str, Any]]] = {}
-    for record in records:
-        for protocol in record['protocols']:
-            groups.setdefault(_suite_key(record, protocol), []).append(record)
-    return [_suite_row(key, group) for key, group in groups.items()]
+    """Rows of our own records: one per key, setting and status, statistics over seeds."""
+    entries, superseded = newest_per_seed(records)
+    groups: Dict[tuple, List[Tuple[dict, str]]] = {}
+    for key, ident, record, protocol in entries:
+        groups.setdefault((key, ident, str(record.get('status', 'ok'))), []).append(
+            (record, protocol))
+    noted = set()
+    rows = []
+    for (key, ident, status), items in groups.items():
+        notes = [] if (key, ident) in noted else superseded.get((key, ident), [])
+        if notes:
+            noted.add((key, ident))
+        rows.append(_row(key, ident, status, items, notes))
+    return rows
 
 
 def _paper_key(entry: Dict[str, str]) -> Tuple:
@@ -122,7 +178,8 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
         key = _paper_key(entry)
         row = rows.setdefault(key, dict(
             zip(KEY, key), variant='', status='ok', label=f'{key[5]} (paper)', metrics={},
-            by_seed={}, tables=[],
+            by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
+            world_size=None, superseded=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:
@@ -142,44 +199,58 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
     return list(rows.values())
 
 
-def paired_difference(mine: Dict[int, float], theirs: Dict[int, float]) -> Optional[Dict[str, Any]]:
-    """Mean, sample std and n of mine[s] - theirs[s] over the seeds s both have; None if none."""
-    diffs = [mine[s] - theirs[s] for s in sorted(set(mine) & set(theirs))]
-    if not diffs:
-        return None
-    return dict(mean=round(statistics.fmean(diffs), 10), n=len(diffs),
-                std=statistics.stdev(diffs) if len(diffs) > 1 else None)
+def table_key(row: Row) -> Tuple:
+    """The table a row is printed in: its section (backbone, epochs, data) and metric family."""
+    return tuple(row[k] for k in GROUP) + (protocol_family(row['protocol']),)
 
 
-def add_deltas(rows: List[Row]) -> None:
-    """Set ``delta`` (MixCo minus its baseline, on the main metric) on MixCo rows, in place,
-    and ``paired`` (the same difference seed by seed, over the seeds both rows have).
+def common_overrides(rows: Iterable[Row]) -> Dict[str, Any]:
+    """The overrides every row of ours (with a setting) shares, value for value."""
+    ours = [r for r in rows if r['source'] == SUITE and not r['legacy']]
+    if not ours:
+        return {}
+    common = dict(ours[0]['overrides'])
+    for row in ours[1:]:
+        common = {k: v for k, v in common.items()
+                  if k in row['overrides'] and row['overrides'][k] == v}
+    return common
 
-    A suite row is compared with the suite's baseline row of the same key and variant (else
-    the baseline's default variant), a paper row with the paper's; rows whose status is not
-    'ok' neither get nor serve as a baseline.
-    """
-    def is_paper(row: Row) -> bool:
-        return row['source'] != SUITE
 
-    index = {(tuple(r[k] for k in KEY), r.get('variant', ''), is_paper(r)): r
-             for r in rows if r['status'] == 'ok'}
+def _config_stem(path: str) -> str:
+    return re.sub(r'\.py$', '', path.rsplit('/', 1)[-1])
+
+
+def label_rows(rows: List[Row]) -> None:
+    """Set each row's ``label``, in place: the method, then what tells its row apart from the
+    method's other rows of the section: the config file (where several were used), the number
+    of processes (where several), the overrides beyond those every row shares, and a short
+    setting hash where all of that still agrees."""
+    sections: Dict[Tuple, List[Row]] = {}
     for row in rows:
-        row['delta'] = row['delta_baseline'] = row['delta_metric'] = row['paired'] = None
-        baseline = BASELINES.get(row['method'])
-        if baseline is None or row['status'] != 'ok':
-            continue
-        key = tuple(row[k] for k in KEY[:-1]) + (baseline,)
-        other = (index.get((key, row.get('variant', ''), is_paper(row)))
-                 or index.get((key, '', is_paper(row))))
-        metric, _ = main_metric(row['protocol'])
-        mine = row['metrics'].get(metric, {}).get('mean')
-        theirs = (other or {}).get('metrics', {}).get(metric, {}).get('mean')
-        if mine is not None and theirs is not None:
-            # round: the paper's two-decimal numbers should not print as 6.859999999999999
-            row.update(delta=round(mine - theirs, 10), delta_baseline=baseline,
-                       delta_metric=metric,
-                       paired=paired_difference(row.get('by_seed', {}), other.get('by_seed', {})))
+        sections.setdefault(tuple(row[k] for k in GROUP), []).append(row)
+    for section in sections.values():
+        common = common_overrides(section)
+        ours = [r for r in section if r['source'] == SUITE]
+        for row in ours:
+            if row['legacy']:
+                row['label'] = row_label(row['method'], row['variant']) + f' {LEGACY_MARK}'
+                continue
+            siblings = [r for r in ours if r['method'] == row['method'] and not r['legacy']]
+            parts = [row['method']]
+            if len({r['config'] for r in siblings}) > 1 and row['config']:
+                parts.append(f"· {_config_stem(row['config'])}")
+            if len({r['world_size'] for r in siblings}) > 1:
+                parts.append(f"· {row['world_size']} proc")
+            own = [override_text(k, v) for k, v in row['overrides'].items() if k not in common]
+            if own:
+                parts.append(f"[{', '.join(own)}]")
+            row['label'] = ' '.join(parts)
+        for row in ours:  # settings that still read alike (e.g. an edited config file)
+            twins = [r for r in ours if r['label'] == row['label'] and r['setting']
+                     and r['setting'] != row['setting'] and r['protocol'] == row['protocol']
+                     and r['eval_data'] == row['eval_data'] and r['status'] == row['status']]
+            if twins and row['setting']:
+                row['label'] += f" #{row['setting'][:6]}"
 
 
 def _natural(text: str) -> Tuple:
@@ -194,161 +265,21 @@ def _order(value: str, order: Sequence[str]) -> Tuple:
 
 def sort_key(row: Row) -> Tuple:
     """Backbone, epochs, pretraining data, evaluation data (the pretraining data first),
-    protocol, method (each MixCo after its baseline), suite before paper, 'ok' first."""
+    protocol, method (each MixCo after its baseline), the shipped setting before variants,
+    suite before paper, 'ok' first."""
     return (_natural(row['backbone']), row['pretrain_epochs'], _natural(row['pretrain_data']),
             row['eval_data'] != row['pretrain_data'], _natural(row['eval_data']),
             _order(row['protocol'], PROTOCOL_ORDER),
-            _order(row['method'], METHOD_ORDER), _natural(row.get('variant', '')),
-            row['source'] != SUITE, row['status'] != 'ok', row['status'])
+            _order(row['method'], METHOD_ORDER), row['source'] != SUITE, row['legacy'],
+            len(row['label']), _natural(row['label']), row['status'] != 'ok', row['status'])
 
 
 def build_rows(records: Iterable[Dict[str, Any]],
                paper: Iterable[Dict[str, str]] = ()) -> List[Row]:
-    """All leaderboard rows, sorted and with MixCo's Δ vs its baseline."""
+    """All leaderboard rows, labelled, sorted, with comparisons to their baselines (paired
+    statistics over seeds, Holm-adjusted per table) and to the paper's rows."""
     rows = suite_rows(records) + paper_rows(paper)
-    add_deltas(rows)
-    return sorted(rows, key=sort_key)
-
-
-def format_stat(stat: Optional[Dict[str, Any]], metric: str) -> str:
-    """'mean ± std (n=K)', 'value (n=1)', 'NA', the paper's printed value, or '' if absent."""
-    if stat is None:
-        return ''
-    if stat['text'] is not None:
-        return stat['text']
-    if not stat['n']:
-        return 'NA'
-    fmt = METRIC_FORMATS.get(metric, '.4g')
-    text = format(stat['mean'], fmt)
-    if stat['std'] is not None:
-        text += f" ± {stat['std']:{fmt}}"
-    na = f", {len(stat['na'])} NA" if stat['na'] else ''
-    return f"{text} (n={stat['n']}{na})"
-
-
-def _number(value: Optional[float], fmt: str) -> str:
-    return '' if value is None else format(value, fmt)
-
-
-def _delta_columns(rows: List[Row]) -> List[Tuple[str, str]]:
-    """(baseline, header) of the Δ columns a table needs: one per baseline of a method present,
-    and its paired column (baseline + ' paired') where a row has one."""
-    metric, higher = main_metric(rows[0]['protocol'])  # one metric family per table
-    better = 'higher' if higher else 'lower'
-    methods = {row['method'] for row in rows}
-    columns = []
-    for base in dict.fromkeys(base for mixco, base in BASELINES.items() if mixco in methods):
-        columns.append((base, f'Δ vs {base} ({metric}, {better} is better)'))
-        if any(r['paired'] and r['delta_baseline'] == base for r in rows):
-            columns.append((f'{base} paired', f'paired Δ vs {base} (same seeds)'))
-    return columns
-
-
-def format_paired(paired: Optional[Dict[str, Any]], metric: str) -> str:
-    """'+4.25 ± 0.35 (n=2)' of a paired difference over seeds; '' if none."""
-    if not paired:
-        return ''
-    fmt = METRIC_FORMATS[metric]
-    text = format(paired['mean'], '+' + fmt)
-    if paired['std'] is not None:
-        text += f" ± {paired['std']:{fmt}}"
-    return f"{text} (n={paired['n']})"
-
-
-def _delta_cell(row: Row, column: str) -> str:
-    if row['delta_baseline'] == column:
-        return _number(row['delta'], '+' + METRIC_FORMATS[row['delta_metric']])
-    if row['paired'] and column == f"{row['delta_baseline']} paired":
-        return format_paired(row['paired'], row['delta_metric'])
-    return ''
-
-
-def _cells(row: Row, metrics: Sequence[str], deltas: List[Tuple[str, str]]) -> List[str]:
-    cells = [row['eval_data'], PROTOCOLS.get(row['protocol'], row['protocol']),
-             row['label'], row['source'], row['status']]
-    cells += [format_stat(row['metrics'].get(m), m) for m in metrics]
-    cells += [_delta_cell(row, column) for column, _ in deltas]
-    cells += [_number(row['time_s_per_epoch'], '.1f'), _number(row['peak_memory_gb'], '.2f'),
-              row['total_batch'], row['note']]
-    return [str(cell).replace('|', '\\|') for cell in cells]
-
-
-def _table(rows: List[Row], fam: str) -> List[str]:
-    """Markdown lines of one table (one metric family of one pretraining group)."""
-    metrics = CLUSTER if fam == 'cluster' else ACCURACY
-    deltas = _delta_columns(rows)
-    arrows = {'davies_bouldin': ' ↓', 'calinski_harabasz': ' ↑'}
-    header = (['eval data', 'protocol', 'method', 'source', 'status']
-              + [m + arrows.get(m, '') for m in metrics] + [h for _, h in deltas]
-              + ['time s/epoch', 'peak memory GB', 'total batch', 'note'])
-    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-    return lines + ['| ' + ' | '.join(_cells(r, metrics, deltas)) + ' |' for r in rows]
-
-
-def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/runs/*.json',
-                    tool: str = 'tools/leaderboard.py') -> str:
-    """The leaderboard as Markdown: one section per backbone, epochs and pretraining data.
-
-    Args:
-        rows: From ``build_rows`` (sorted).
-        generated: Date and time of generation, shown in the first line.
-        runs_glob: Where the records were read from, shown in the first line.
-        tool: The command that wrote it, shown in the first line.
-    """
-    lines = [f'_Generated by {tool} from {runs_glob} on {generated}; '
-             'do not edit by hand (add records and rerun the tool)._', '',
-             'Cells are mean ± sample std (ddof=1) over runs with different seeds; n = number '
-             "of runs. Rows labelled '(paper)' with source 'paper Table N' are the paper's "
-             "published numbers for reference; 'this suite' rows come from our records. "
-             'Δ: MixCo minus its baseline (MoCo-v2 or SimCLR) on the same group, on the means; '
-             'paired Δ: the same difference seed by seed (mean ± std over the seeds both have). '
-             "Protocols marked 'online' are measured during pretraining, the others after it."]
-    groups: Dict[Tuple, List[Row]] = {}
-    for row in rows:
-        groups.setdefault((row['backbone'], row['pretrain_epochs'], row['pretrain_data']),
-                          []).append(row)
-    for (backbone, epochs, data), group in groups.items():
-        lines += ['', f'## {backbone_label(backbone)} · {epochs} pretraining epochs · {data}']
-        for fam, title in (('classification', 'Accuracy (%)'), ('cluster', 'Cluster indices')):
-            subset = [row for row in group if protocol_family(row['protocol']) == fam]
-            if subset:
-                lines += ['', f'### {title}', ''] + _table(subset, fam)
-    return '\n'.join(lines) + '\n'
-
-
-CSV_COLUMNS = (list(KEY[:5]) + ['protocol_label', 'method', 'variant', 'method_label', 'source',
-                                'status']
-               + [f'{m}_{s}' for m in METRICS for s in ('mean', 'std', 'n')]
-               + ['delta_baseline', 'delta_metric', 'delta', 'paired_delta_mean',
-                  'paired_delta_std', 'paired_delta_n', 'time_s_per_epoch',
-                  'peak_memory_gb', 'total_batch', 'seeds', 'note'])
-
-
-def _csv_record(row: Row) -> Dict[str, Any]:
-    out = {k: row[k] for k in KEY + ('source', 'status', 'delta_baseline', 'delta_metric',
-                                      'delta', 'time_s_per_epoch', 'peak_memory_gb',
-                                      'total_batch', 'note')}
-    out.update(protocol_label=PROTOCOLS.get(row['protocol'], row['protocol']),
-               method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']),
-               variant=row.get('variant', ''))
-    paired = row.get('paired') or {}
-    out.update(paired_delta_mean=paired.get('mean'), paired_delta_std=paired.get('std'),
-               paired_delta_n=paired.get('n'))
-    for metric, stat in row['metrics'].items():
-        if metric in METRICS:
-            mean = stat['mean'] if stat['n'] != 0 else 'NA'
-            out.update({f'{metric}_mean': mean, f'{metric}_std': stat['std'],
-                        f'{metric}_n': stat['n']})
-    return {k: '' if v is None else v for k, v in out.items()}
-
-
-def render_csv(rows: List[Row]) -> str:
-    """The same rows as CSV, with separate mean, std and n columns per metric.
-
-    n is empty for the paper's rows (the paper does not say over how many runs).
-    """
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, restval='', lineterminator='\n')
-    writer.writeheader()
-    writer.writerows(_csv_record(row) for row in rows)
-    return buffer.getvalue()
+    label_rows(rows)
+    rows.sort(key=sort_key)
+    add_comparisons(rows, table_key)
+    return rows

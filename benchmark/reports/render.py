@@ -10,7 +10,10 @@ from typing import List, Optional
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import REPO_ROOT, leaderboard_paths
-from benchmark.reports.leaderboard import build_rows, render_csv, render_markdown
+from benchmark.reports.interval_plot import section_figures
+from benchmark.reports.leaderboard import build_rows
+from benchmark.reports.tables import render_csv, render_markdown
+from benchmark.reports.verdicts import verdicts
 from benchmark.reports.records import load_records
 
 PAPER_COLUMNS = ('table', 'arch', 'pretrain_epochs', 'pretrain_data', 'method', 'mixco',
@@ -39,7 +42,8 @@ def _display(path: Path) -> str:
 
 
 def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
-    """Write ``leaderboard.md`` and ``leaderboard.csv`` into ``results_dir``; return the paths.
+    """Write ``leaderboard.md``, ``leaderboard.csv`` and the interval plots (one PNG per section)
+    into ``results_dir``; return the paths.
 
     Args:
         results_dir: The folder holding ``runs/*.json``.
@@ -54,7 +58,9 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     results_dir.mkdir(parents=True, exist_ok=True)
     md, csv_path = leaderboard_paths(str(results_dir))
-    atomic_write_text(str(md), render_markdown(rows, generated, f'{_display(results_dir)}/runs/*.json'))
+    figures = section_figures(rows, str(results_dir))
+    atomic_write_text(str(md), render_markdown(rows, generated, f'{_display(results_dir)}/runs/*.json',
+                                               figures=figures, verdicts=verdicts(rows)))
     atomic_write_text(str(csv_path), render_csv(rows))
     print(f'{len(records)} record(s), {len(rows)} row(s)')
-    return [md, csv_path]
+    return [md, csv_path] + [results_dir / name for name in figures.values()]

@@ -1,19 +1,34 @@
-"""A suite's leaderboard page and its monitor curves (pure rendering; the suite runner does I/O).
+"""A suite's leaderboard page, its summary block and its monitor curves (pure rendering; the
+suite runner does the I/O).
 
-The tables are the leaderboard's (``benchmark.reports.leaderboard``): rows by variant, mean ± std
-over seeds with n, Δ and the paired Δ to the baseline, time per epoch and peak memory, online
-protocols labelled apart. Here: only the paper's rows that sit beside one of ours, a header
-naming the suite, a table of its runs, and the monitor curves (mean and spread over seeds).
+The tables are the leaderboard's (``benchmark.reports.tables``): one row per configuration, mean
+± std over seeds with n and the 95% interval, the paired comparison with the baseline and the
+paper's number where it has the row. Here: only the paper's rows that sit beside one of ours, a
+header naming the suite, the generated verdicts, a table of its runs, the monitor curves (mean
+and spread over seeds), and `summary_markdown`: the compact block (main metric, comparison,
+verdicts, interval plot, hardware) that ``tools/run_suite.py --publish`` puts into a page.
 """
 from __future__ import annotations
 
 import json
 import statistics
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from benchmark.reports.leaderboard import KEY, SUITE, Row, render_markdown
+from benchmark.names import METRIC_FORMATS, PROTOCOLS, protocol_family
+from benchmark.reports.comparisons import SUITE, main_metric
+from benchmark.reports.leaderboard import KEY, Row, backbone_label
+from benchmark.reports.tables import (delta_cell, format_interval, improvement_cell,
+                                      render_markdown, sections, test_cell)
 
+SUITE_SUMMARY = 'summary.md'
+SUMMARY_LEGEND = (
+    'Intervals: 95% Student-t over seeds. Δ: the method minus its baseline seed by seed, mean '
+    'and 95% Student-t interval. Paired t-test: two-sided, with Holm\'s adjustment over the '
+    "comparisons of the section's accuracy table. P(better): the share of (method seed, baseline "
+    'seed) pairs the method wins, with a 95% bootstrap interval. Under 3 paired seeds no test is '
+    'made; the seeds a paired t-test would need for 80% power are given instead.')
+CLASSIFICATION_PROTOCOLS = ('supervised', 'linear_paper', 'linear_fast', 'knn', 'online_linear')
 MONITOR_KEYS = {'knn_monitor/top1': 'kNN monitor top-1 (%)',
                 'online_linear/top1': 'online linear probe top-1 (%)'}
 Series = Dict[str, Dict[int, float]]  # monitor key -> {epoch: value}
@@ -94,7 +109,8 @@ def _cell(text: object) -> str:
 
 
 def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[str, str]],
-                   generated: str, runs_glob: str, curves: str = '') -> str:
+                   generated: str, runs_glob: str, curves: str = '',
+                   figures: Optional[Dict[str, str]] = None, verdicts: Sequence[str] = ()) -> str:
     """The suite's page: what it runs, the leaderboard tables, its runs and the curves.
 
     Args:
@@ -104,6 +120,8 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
         generated: Date and time of generation.
         runs_glob: Where the records were read from.
         curves: File name of the monitor curves beside the page ('' for none).
+        figures: {section title: file name} of the interval plots beside the page.
+        verdicts: What the statistics support, one sentence per comparison.
     """
     head = [f"# Suite {suite['name']}", '',
             f"Suite file `{suite['file']}`; seeds {suite['seeds']}; {suite['procs']} process(es) "
@@ -111,7 +129,8 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
             f"evaluations: {suite['evaluations']}. Rows of a variant carry its overrides in "
             'brackets; variants are never averaged with the default. Rows with status failed, '
             'queued or missing are runs or evaluations without a record yet.', '']
-    tables = render_markdown(rows, generated, runs_glob, tool='tools/run_suite.py')
+    tables = render_markdown(rows, generated, runs_glob, tool='tools/run_suite.py',
+                             figures=figures, verdicts=verdicts)
     lines = head + [tables.replace('\n## ', '\n### ').replace('\n### Accuracy', '\n#### Accuracy')
                     .replace('\n### Cluster', '\n#### Cluster'), '## Runs', '',
                     '| run | variant | seed | this time | log |', '|---|---|---|---|---|']
@@ -121,4 +140,62 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
         lines += ['', '## Monitor curves', '',
                   'kNN monitor and online linear probe (val split) over pretraining epochs: mean '
                   'over seeds, band = ±1 sample std.', '', f'![monitor curves]({curves})']
+    return '\n'.join(lines) + '\n'
+
+
+def hardware(records: Iterable[Dict[str, Any]]) -> str:
+    """Where the records' runs were evaluated: 'cpu (Intel Xeon, 2 cores)' and the like, one
+    entry per distinct host description, from the records' ``host`` fields."""
+    seen: Dict[str, int] = {}
+    for record in records:
+        host = record.get('host') or {}
+        device = str(host.get('device') or 'unknown device')
+        extra = ', '.join(str(x) for x in (host.get('cpu'), host.get('cpu_cores') and
+                                          f"{host['cpu_cores']} cores") if x)
+        text = f'{device} ({extra})' if extra else device
+        seen[text] = seen.get(text, 0) + 1
+    return '; '.join(f'{text}: {n} record(s)' for text, n in seen.items()) or 'no records'
+
+
+def _mean_cell(row: Row) -> str:
+    metric = main_metric(row['protocol'])[0]
+    stat = row['metrics'].get(metric) or {}
+    if stat.get('text') is not None:
+        return f"{stat['text']} (paper)"
+    if not stat.get('n'):
+        return 'NA'
+    fmt = METRIC_FORMATS[metric]
+    interval = format_interval(stat.get('ci'), fmt)
+    return f"{stat['mean']:{fmt}}{' ' + interval if interval else ''} (n={stat['n']})"
+
+
+def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequence[str],
+                     figures: Dict[str, str], generated: str, where: str) -> str:
+    """The compact block of a suite's results: per section, the main metric of every
+    classification row of ours with its interval and comparison, the interval plot and the
+    verdicts; the hardware and the command named. Figures are linked by file name (the
+    publisher rewrites the links)."""
+    lines = [f"_Generated by `tools/run_suite.py {suite['file']}` on {generated}, from the "
+             f'records of {where}; regenerated with the tables, never typed._', '']
+    for (backbone, epochs, data), group in sections(rows).items():
+        title = f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+        mine = [r for r in group if r['source'] == SUITE
+                and protocol_family(r['protocol']) == 'classification']
+        if not mine:
+            continue
+        lines += [f'**{title}** (top-1 %, mean and 95% CI over seeds; Δ paired over seeds):', '',
+                  '| eval data | protocol | method | top-1 | Δ vs baseline, 95% CI | paired t-test '
+                  '| P(better) |', '|---|---|---|---|---|---|---|']
+        for row in mine:
+            cells = [row['eval_data'], PROTOCOLS.get(row['protocol'], row['protocol']),
+                     row['label'] + ('' if row['status'] == 'ok' else f" ({row['status']})"),
+                     _mean_cell(row), delta_cell(row['compare']), test_cell(row['compare']),
+                     improvement_cell(row['compare'])]
+            lines.append('| ' + ' | '.join(str(c).replace('|', '\\|') for c in cells) + ' |')
+        lines.append('')
+        if figures.get(title):
+            lines += [f'![95% intervals: {title}]({figures[title]})', '']
+    if verdicts:
+        lines += ['What the statistics support:', ''] + [f'- {v}' for v in verdicts] + ['']
+    lines.append(SUMMARY_LEGEND)
     return '\n'.join(lines) + '\n'

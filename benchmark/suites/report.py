@@ -22,11 +22,16 @@ from benchmark.suites.outcome import Outcome
 from benchmark.suites.spec import Evaluation, Suite
 from benchmark.layout import SUITE_CURVES, leaderboard_paths
 from benchmark.names import RANDOM_INIT, canonical_data
-from benchmark.reports.leaderboard import build_rows, main_metric, render_csv, row_label
+from benchmark.reports.comparisons import main_metric
+from benchmark.reports.interval_plot import section_figures
+from benchmark.reports.leaderboard import build_rows, row_label
 from benchmark.reports.records import load_records
 from benchmark.reports.render import read_paper
-from benchmark.reports.suite_board import (monitor_series, paper_beside_ours, plot_monitor_curves,
-                                           suite_markdown)
+from benchmark.reports.suite_board import (CLASSIFICATION_PROTOCOLS, SUITE_SUMMARY, hardware,
+                                           monitor_series, paper_beside_ours, plot_monitor_curves,
+                                           summary_markdown, suite_markdown)
+from benchmark.reports.tables import render_csv
+from benchmark.reports.verdicts import verdicts
 
 
 def read_suite_records(results_dirs: Union[str, List[str]]) -> List[dict]:
@@ -62,7 +67,9 @@ def _placeholder(suite: Suite, plan: RunPlan, evaluation: Evaluation, status: st
     protocols = {p: dict(settings={}, metrics={main_metric(p)[0]: f'NA({reason})'})
                  for p in evaluation.protocols}
     batch = info['total_batch'] or None
-    return dict(method=info['method'], backbone=info['backbone'],
+    return dict(id=f'no-record-{run.name}', created='', placeholder=True, setting_sha256=run.setting_sha256,
+                overrides=run.overrides, config=info.get('config'), world_size=suite.procs,
+                method=info['method'], backbone=info['backbone'],
                 pretrain_data=info['pretrain_data'], pretrain_epochs=run.max_epochs,
                 eval_data=evaluation.eval_data or info['pretrain_data'],
                 protocols=protocols, seed=run.seed, status=status, variant=run.variant_label,
@@ -120,7 +127,8 @@ def _run_rows(plans: List[RunPlan], outcomes: Dict[str, Outcome]) -> List[Dict[s
 
 def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                  paper: Optional[Path], use_wandb: bool = True) -> List[Path]:
-    """Write leaderboard.md, leaderboard.csv and curves.png of the suite; return their paths."""
+    """Write the suite's page (leaderboard.md), leaderboard.csv, summary.md (the compact block
+    `--publish` puts into a page), the interval plots and curves.png; return their paths."""
     by_name = {o.run.name: o for o in outcomes}
     records = suite_records(suite, plans, read_suite_records(suite.record_dirs), by_name)
     rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else ()))
@@ -141,12 +149,20 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                 cfg_options=', '.join(f'{k}={v}' for k, v in suite.cfg_options.items()),
                 evaluations=', '.join(e.name for e in suite.evaluations))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    figures = section_figures(rows, str(folder))
+    said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{folder}/runs/*.json',
-                                              SUITE_CURVES if has_curves else ''))
+                                              SUITE_CURVES if has_curves else '',
+                                              figures=figures, verdicts=said))
+    summary = folder / SUITE_SUMMARY
+    atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
+                                                     hardware(read_suite_records(
+                                                         suite.record_dirs))))
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
-    paths = [md, csv_path] + ([curves] if has_curves else [])
+    paths = ([md, csv_path, summary] + [folder / name for name in figures.values()]
+             + ([curves] if has_curves else []))
     if use_wandb:
         log_suite_to_wandb(suite.name, csv_text, curves if has_curves else None, folder)
     return paths

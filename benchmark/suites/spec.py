@@ -37,9 +37,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from mmengine.config import Config, DictAction
 
 from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
-from benchmark.engine.launch import config_identity
+from benchmark.engine.launch import config_identity, config_setting
 from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
+from benchmark.reports.records import setting_sha256
 from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
 
 SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm',
@@ -87,6 +88,8 @@ class Run:
     info: Dict[str, Any]  # describe_run: method, backbone, data, epochs, seed, ...
     max_epochs: int
     dataset: Dict[str, Any] = field(default_factory=dict)  # type and data_root of its training
+    setting_sha256: Optional[str] = None  # what its records' setting_sha256 will be
+    overrides: Dict[str, Any] = field(default_factory=dict)  # ... and their overrides
 
     @property
     def variant_label(self) -> str:
@@ -361,10 +364,12 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                     continue
                 seen[sha, seed] = run_name
                 train = run_cfg.train_dataloader.dataset
+                setting = config_setting(run_cfg, resolved)
                 runs.append(Run(run_name, config, seed, variant, args,
                                 str(suite_work_dir(name, run_name, work_root)), sha,
                                 describe_run(run_cfg, dict(world_size=procs)),
                                 int(run_cfg.train_cfg.get('max_epochs', 0)),
-                                dict(type=train.type, data_root=train.get('data_root', ''))))
+                                dict(type=train.type, data_root=train.get('data_root', '')),
+                                setting_sha256(setting['text'], procs), setting['overrides']))
     return Suite(name, str(path), runs, seeds, procs, evaluations, common, slurm,
                  str(suite_results_dir(name, results_root)), notes, reused)

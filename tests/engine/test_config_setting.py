@@ -135,3 +135,10 @@ def test_eval_tool_records_setting_and_overrides(tmp_path, run_main):
     assert one['setting_sha256'] == setting_sha256(config_setting(trained, MIXCO)['text'],
                                                    one['world_size'])
     assert one['config_sha256'] == hashlib.sha256(config_identity(trained).encode()).hexdigest()
+
+
+def test_an_int_for_a_float_is_an_override_as_it_changes_the_setting():
+    cfg = load_config('configs/mixco_r18_digits.py', {'model.mix_weight': 1})
+    shipped = load_config('configs/mixco_r18_digits.py')
+    assert config_setting(cfg)['overrides'] == {'model.mix_weight': 1}
+    assert config_setting(cfg)['text'] != config_setting(shipped)['text']

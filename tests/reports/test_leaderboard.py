@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from benchmark.layout import REPO_ROOT
-from benchmark.reports.leaderboard import build_rows, render_csv, render_markdown
+from benchmark.reports.leaderboard import build_rows
+from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record, write_record
 
 ROOT = REPO_ROOT
@@ -19,7 +20,8 @@ def record(method, seed, metrics, protocol='linear_paper', status='ok', **overri
     kwargs = dict(method=method, backbone='resnet18', pretrain_data='tiny-imagenet',
                   pretrain_epochs=100, eval_data='tiny-imagenet', seed=seed, world_size=2,
                   total_batch=128, time_s_per_epoch=100.0 + seed, peak_memory_gb=3.0,
-                  protocols={protocol: {'settings': {}, 'metrics': metrics}}, status=status)
+                  protocols={protocol: {'settings': {}, 'metrics': metrics}}, status=status,
+                  config=f'{method}_r18_tiny.py', setting_text=f'the shipped {method} config')
     kwargs.update(overrides)
     return build_record(**kwargs)
 
@@ -60,14 +62,13 @@ def test_mixco_shows_delta_vs_its_baseline():
                record('mixco', 0, {'top1': 50.0}, eval_data='cifar10')]  # no baseline there
     text = render_markdown(build_rows(records), 'today')
     header, *body = md_rows(text)
-    col_moco = header.index('Δ vs mocov2 (top1, higher is better)')
-    col_simclr = header.index('Δ vs simclr (top1, higher is better)')
+    col = header.index('Δ top1 vs baseline, 95% CI (higher is better)')
     by_label = {(r[0], r[2]): r for r in body}
-    assert by_label['tiny-imagenet', 'mixco'][col_moco] == f'{44.75 - 40.5:+.2f}'
-    assert by_label['tiny-imagenet', 'mixco_simclr'][col_simclr] == '+1.00'
-    assert by_label['tiny-imagenet', 'mixco_simclr'][col_moco] == ''
-    assert by_label['tiny-imagenet', 'mocov2'][col_moco] == ''
-    assert by_label['cifar10', 'mixco'][col_moco] == ''
+    assert by_label['tiny-imagenet', 'mixco'][col].startswith(f'{44.75 - 40.5:+.2f} [')
+    assert by_label['tiny-imagenet', 'mixco'][col].endswith('vs mocov2 (2 paired seeds)')
+    assert by_label['tiny-imagenet', 'mixco_simclr'][col] == '+1.00 vs simclr (1 paired seed)'
+    assert by_label['tiny-imagenet', 'mocov2'][col] == ''
+    assert by_label['cifar10', 'mixco'][col] == ''
     # MixCo sits right after its baseline.
     labels = [r[2] for r in body if r[0] == 'tiny-imagenet']
     assert labels == ['mocov2', 'mixco', 'simclr', 'mixco_simclr']
@@ -83,8 +84,13 @@ def test_cluster_delta_is_davies_bouldin_lower_better():
     rows = build_rows([record('mocov2', 0, metrics(2.0), protocol='cluster'),
                        record('mixco', 0, metrics(1.5), protocol='cluster')])
     header, _, mixco = md_rows(render_markdown(rows, 'today'))
-    assert mixco[header.index('Δ vs mocov2 (davies_bouldin, lower is better)')] == '-0.500'
+    assert mixco[header.index('Δ davies_bouldin vs baseline, 95% CI (lower is better)')] == \
+        '-0.500 vs mocov2 (1 paired seed)'
     assert mixco[header.index('kmeans_ari')] == '0.250 (n=1)'
+
+
+def ours_row(table):
+    return next(r for r in table if r[2] == 'mixco' and r[0] == 'tiny-imagenet')
 
 
 def test_paper_rows_are_labelled_and_grouped():
@@ -101,6 +107,9 @@ def test_paper_rows_are_labelled_and_grouped():
     assert len(theirs) == 1 and theirs[0][5] == '42.65' and theirs[0][3].startswith('paper Table')
     assert theirs[0][1] == 'linear (paper protocol)'
     assert theirs[0][-4:-1] == ['153.2', '4.50', '']  # Table 3: time and memory
+    header = md_rows(section)[0]
+    assert ours_row(table)[header.index('ours − paper (top1)')] == \
+        '-2.65 vs 42.65 (linear (paper protocol), paper Table 1, 3, 6)'
     assert any(r[2] == 'supervised (paper)' and r[5] == '63.96' for r in table)
     csv_rows = list(csv.DictReader(io.StringIO(render_csv(rows))))
     paper_mixco = find(csv_rows, backbone='resnet18', pretrain_epochs='100', eval_data='cifar10',

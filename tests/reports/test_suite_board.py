@@ -8,7 +8,9 @@ import statistics
 
 import pytest
 
-from benchmark.reports.leaderboard import build_rows, paired_difference, render_csv, render_markdown
+from benchmark.reports import stats
+from benchmark.reports.leaderboard import build_rows
+from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.layout import PAPER_RESULTS
@@ -16,12 +18,18 @@ from benchmark.reports.suite_board import (mean_and_spread, monitor_series, pape
                                            plot_monitor_curves, suite_markdown)
 
 
-def rec(method, seed, top1, variant='', protocol='linear_paper', data='tiny-imagenet', status='ok'):
+def rec(method, seed, top1, variant='', protocol='linear_paper', data='tiny-imagenet', status='ok',
+        legacy=False):
+    """A record; `variant` ('k=v') is its override, or, for `legacy`, the old variant label."""
+    overrides = dict(item.split('=') for item in variant.split(', ')) if variant else {}
+    overrides = {k: json.loads(v) if v[0].isdigit() else v for k, v in overrides.items()}
+    setting = {} if legacy else dict(setting_text=f'{method} {variant}', overrides=overrides)
     record = build_record(method=method, backbone='resnet18', pretrain_data='tiny-imagenet',
                           pretrain_epochs=100, eval_data=data, seed=seed, world_size=2,
                           total_batch=128, time_s_per_epoch=10.0, peak_memory_gb=2.0, status=status,
-                          protocols={protocol: {'settings': {}, 'metrics': {'top1': top1}}})
-    return dict(record, variant=variant)
+                          protocols={protocol: {'settings': {}, 'metrics': {'top1': top1}}},
+                          config=f'{method}_r18_tiny.py', **setting)
+    return dict(record, variant=variant) if legacy else record
 
 
 def md_rows(text):
@@ -34,34 +42,40 @@ MIXCO = {0: 43.0, 1: 45.5, 2: 44.0}
 TAU = {0: 42.0, 1: 41.0}
 
 
-def records():
-    out = [rec('mocov2', s, v) for s, v in MOCO.items()]
-    out += [rec('mixco', s, v) for s, v in MIXCO.items()]
-    out += [rec('mixco', s, v, variant='model.mix_temperature=0.2') for s, v in TAU.items()]
+def records(legacy=False):
+    out = [rec('mocov2', s, v, legacy=legacy) for s, v in MOCO.items()]
+    out += [rec('mixco', s, v, legacy=legacy) for s, v in MIXCO.items()]
+    out += [rec('mixco', s, v, variant='model.mix_temperature=0.2', legacy=legacy)
+            for s, v in TAU.items()]
     return out
 
 
-def test_paired_delta_matches_a_hand_computation():
-    """Δ is on the means over all seeds; paired Δ only over the seeds both rows have (0 and 1)."""
-    rows = {(r['method'], r['variant']): r for r in build_rows(records())}
-    mixco = rows['mixco', '']
-    assert mixco['delta'] == pytest.approx(statistics.mean(MIXCO.values()) - statistics.mean(MOCO.values()))
+@pytest.mark.parametrize('legacy', [False, True])
+def test_paired_delta_matches_a_hand_computation(legacy):
+    """Δ of the means over all seeds; the paired Δ only over the seeds both rows have (0, 1)."""
+    rows = {r['label'].rstrip(' †'): r for r in build_rows(records(legacy))}
+    mixco = rows['mixco']
+    assert mixco['compare']['delta'] == pytest.approx(
+        statistics.mean(MIXCO.values()) - statistics.mean(MOCO.values()))
     diffs = [MIXCO[0] - MOCO[0], MIXCO[1] - MOCO[1]]  # 3.0, 4.5
-    assert mixco['paired'] == dict(mean=pytest.approx(3.75), n=2,
-                                   std=pytest.approx(statistics.stdev(diffs)))
-    tau = rows['mixco', 'model.mix_temperature=0.2']  # its baseline: MoCo-v2's default
-    assert tau['paired']['mean'] == pytest.approx(((42 - 40) + (41 - 41)) / 2)
-    header, *body = md_rows(render_markdown(build_rows(records()), 'now'))
-    cells = {r[2]: r for r in body}
-    column = header.index('paired Δ vs mocov2 (same seeds)')
-    assert cells['mixco'][column] == f'+3.75 ± {statistics.stdev(diffs):.2f} (n=2)'
-    assert cells['mixco'][header.index('Δ vs mocov2 (top1, higher is better)')] == '+4.17'  # 44.17 - 40
-    parsed = {(r['method'], r['variant']): r for r in
-              csv.DictReader(io.StringIO(render_csv(build_rows(records()))))}
-    assert parsed['mixco', '']['paired_delta_n'] == '2'
-    assert float(parsed['mixco', '']['paired_delta_mean']) == pytest.approx(3.75)
-    assert paired_difference({0: 1.0}, {1: 2.0}) is None
-    assert paired_difference({0: 3.0}, {0: 1.0}) == dict(mean=2.0, n=1, std=None)
+    paired = mixco['compare']['paired']
+    assert (paired['n'], paired['seeds']) == (2, [0, 1])
+    assert paired['delta'] == pytest.approx(3.75)
+    assert paired['std'] == pytest.approx(statistics.stdev(diffs))
+    tau = rows['mixco [model.mix_temperature=0.2]']  # its baseline: MoCo-v2's default
+    assert tau['compare']['paired']['delta'] == pytest.approx(((42 - 40) + (41 - 41)) / 2)
+    header, *body = md_rows(render_markdown(build_rows(records(legacy)), 'now'))
+    cells = {r[2].rstrip(' †'): r for r in body}
+    column = header.index('Δ top1 vs baseline, 95% CI (higher is better)')
+    low, high = stats.t_interval(diffs)
+    mark = ' †' if legacy else ''
+    assert cells['mixco'][column] == f'+3.75 [{low:+.2f}, {high:+.2f}] vs mocov2{mark} (2 paired seeds)'
+    assert cells['mixco'][header.index('paired t-test')].startswith('n=2 < 3: no test')
+    parsed = {r['method_label'].rstrip(' †'): r for r in
+              csv.DictReader(io.StringIO(render_csv(build_rows(records(legacy)))))}
+    assert parsed['mixco']['paired_delta_n'] == '2'
+    assert float(parsed['mixco']['paired_delta_mean']) == pytest.approx(3.75)
+    assert float(parsed['mixco']['delta']) == pytest.approx(44.1666666 - 40, abs=1e-4)
 
 
 def test_variants_are_their_own_rows_never_merged():
@@ -74,11 +88,14 @@ def test_variants_are_their_own_rows_never_merged():
     assert by_label['mixco [model.mix_temperature=0.2]'][5] == '41.50 ± 0.71 (n=2)'
 
 
-def test_a_variant_of_the_baseline_is_compared_with_the_same_variant():
-    rows = build_rows([rec('mocov2', 0, 40.0), rec('mocov2', 0, 30.0, variant='x=1'),
-                       rec('mixco', 0, 35.0, variant='x=1'), rec('mixco', 0, 44.0)])
-    deltas = {(r['method'], r['variant']): r['delta'] for r in rows}
-    assert deltas['mixco', 'x=1'] == pytest.approx(5.0) and deltas['mixco', ''] == pytest.approx(4.0)
+@pytest.mark.parametrize('legacy', [False, True])
+def test_a_variant_of_the_baseline_is_compared_with_the_same_variant(legacy):
+    rows = build_rows([rec('mocov2', 0, 40.0, legacy=legacy),
+                       rec('mocov2', 0, 30.0, variant='x=1', legacy=legacy),
+                       rec('mixco', 0, 35.0, variant='x=1', legacy=legacy),
+                       rec('mixco', 0, 44.0, legacy=legacy)])
+    deltas = {r['label'].rstrip(' †'): (r['compare'] or {}).get('delta') for r in rows}
+    assert deltas['mixco [x=1]'] == pytest.approx(5.0) and deltas['mixco'] == pytest.approx(4.0)
 
 
 def test_online_protocol_is_labelled_apart_from_offline():

@@ -28,7 +28,8 @@ def record(run, top1, sha=None, **fields):
                        pretrain_epochs=30, eval_data='digits', seed=run.seed, world_size=1,
                        total_batch=32, time_s_per_epoch=5.0, peak_memory_gb=1.0,
                        protocols={p: {'metrics': {'top1': top1}} for p in DEFAULT}, **fields)
-    return dict(rec, config_sha256=sha or run.config_sha256)
+    return dict(rec, config_sha256=sha or run.config_sha256, setting_sha256=run.setting_sha256,
+                overrides=run.overrides)
 
 
 def test_records_join_runs_by_hash_and_seed(suite):
@@ -40,16 +41,18 @@ def test_records_join_runs_by_hash_and_seed(suite):
     plans = plan_suite(suite, records)
     out = suite_records(suite, plans, records,
                         {moco1.name: Outcome(moco1, 'failed', ok=False, log='x.log')})
-    real = [r for r in out if 'id' in r]
+    real = [r for r in out if not r.get('placeholder')]
     assert [(r['method'], r['protocols']['knn']['metrics']['top1'], r.get('variant')) for r in real] == [
         ('random_init', 5.0, None), ('mocov2', 20.0, ''), ('mixco', 30.0, 'model.mix_temperature=0.1')]
-    stand_ins = {(r['method'], r['seed']): r for r in out if 'id' not in r}
+    stand_ins = {(r['method'], r['seed']): r for r in out if r.get('placeholder')}
     assert set(stand_ins) == {('mocov2', 1), ('mixco', 1)}
     assert stand_ins['mocov2', 1]['status'] == 'failed'
     assert stand_ins['mocov2', 1]['protocols']['cluster']['metrics'] == {
         'davies_bouldin': 'NA(training failed; log x.log)'}
     assert stand_ins['mixco', 1]['status'] == 'missing'
     assert stand_ins['mixco', 1]['variant'] == 'model.mix_temperature=0.1'
+    assert stand_ins['mixco', 1]['overrides'] == {'model.mix_temperature': 0.1}
+    assert stand_ins['mixco', 1]['setting_sha256'] == mix1.setting_sha256 == real[2]['setting_sha256']
 
 
 def test_render_writes_page_csv_and_curves(suite, tmp_path):
@@ -60,8 +63,14 @@ def test_render_writes_page_csv_and_curves(suite, tmp_path):
         (logs / 'scalars.json').write_text('\n'.join(json.dumps({'knn_monitor/top1': v, 'step': e})
                                                      for e, v in ((5, top1 - 5), (10, top1))))
     plans = plan_suite(suite, [])
-    md, csv_path, curves = render_suite(suite, plans, [], paper=None, use_wandb=False)
-    assert curves.name == 'curves.png' and curves.stat().st_size > 1000
+    paths = render_suite(suite, plans, [], paper=None, use_wandb=False)
+    assert [p.name for p in paths] == ['leaderboard.md', 'leaderboard.csv', 'summary.md',
+                                       'intervals.png', 'curves.png']
+    md, csv_path, summary, intervals, curves = paths
+    assert curves.stat().st_size > 1000 and intervals.stat().st_size > 1000
+    assert '![95% intervals: ResNet-18 · 30 pretraining epochs · digits](intervals.png)' in \
+        summary.read_text()
+    assert '| digits | kNN | mixco [model.mix_temperature=0.1] | 44.50 [' in summary.read_text()
     rows = list(csv.DictReader(csv_path.open()))
     knn = {r['method_label']: r for r in rows if r['protocol'] == 'knn'}
     assert set(knn) == {'mocov2', 'mixco [model.mix_temperature=0.1]'}

@@ -1,0 +1,104 @@
+"""Interval plots of leaderboard rows: per protocol, each row's mean with its 95% interval and
+each paired Δ with its interval against the baseline (a bare matplotlib Figure, no pyplot).
+
+One figure per section (backbone, epochs, pretraining data); one line of panels per protocol
+and evaluation data:
+on the left the rows' means (dots; bars = 95% Student-t interval over seeds; the paper's numbers
+as open diamonds), on the right the paired Δ to the baseline (bars = 95% interval of the mean
+paired difference; a dashed line at 0). A row with one seed has a dot and no bar.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+from benchmark.names import PROTOCOLS
+from benchmark.reports.comparisons import SUITE, main_metric
+from benchmark.reports.leaderboard import GROUP, backbone_label
+
+Row = Dict[str, Any]
+
+
+def panels_of(rows: Sequence[Row]) -> List[tuple]:
+    """The (evaluation data, protocol) pairs where a row of ours has a mean, in table order."""
+    found = {(r['eval_data'], r['protocol']) for r in rows if r['source'] == SUITE
+             and (r['metrics'].get(main_metric(r['protocol'])[0]) or {}).get('mean') is not None}
+    order = {(r['eval_data'], r['protocol']): i for i, r in enumerate(rows)}
+    return sorted(found, key=lambda pair: order[pair])
+
+
+def _label(row: Row) -> str:
+    return row['label'] if row['status'] == 'ok' else f"{row['label']} ({row['status']})"
+
+
+def plot_intervals(rows: Sequence[Row], path: str, title: str = '') -> bool:
+    """Write the interval plot of `rows` (one section) to `path`; False (nothing written) if no
+    row of ours has a mean. The paper's rows show in the panels of ours."""
+    pairs = panels_of(rows)
+    if not pairs:
+        return False
+    from matplotlib.figure import Figure
+
+    panels = []
+    for data, protocol in pairs:
+        metric, higher = main_metric(protocol)
+        mine = [r for r in rows if r['protocol'] == protocol and r['eval_data'] == data
+                and (r['metrics'].get(metric) or {}).get('mean') is not None]
+        name = PROTOCOLS.get(protocol, protocol)
+        panels.append((f'{name} on {data}', metric, higher, mine))
+    height = sum(max(1.6, 0.32 * len(m) + 0.9) for *_, m in panels)
+    fig = Figure(figsize=(12, height), layout='constrained')
+    axes = fig.subplots(len(panels), 2, squeeze=False,
+                        height_ratios=[max(1.0, len(m)) for *_, m in panels])
+    for (name, metric, higher, mine), (left, right) in zip(panels, axes):
+        ys = list(range(len(mine)))[::-1]
+        for y, row in zip(ys, mine):
+            stat = row['metrics'][metric]
+            ours = row['source'] == SUITE
+            if ours and stat.get('ci'):
+                lo, hi = stat['ci']
+                left.errorbar(stat['mean'], y, xerr=[[stat['mean'] - lo], [hi - stat['mean']]],
+                              fmt='o', color='C0', capsize=3)
+            else:
+                left.plot(stat['mean'], y, 'o' if ours else 'D', color='C0' if ours else 'C3',
+                          fillstyle='full' if ours else 'none')
+            paired = (row.get('compare') or {}).get('paired')
+            if paired:
+                ci = paired.get('ci')
+                xerr = [[paired['delta'] - ci[0]], [ci[1] - paired['delta']]] if ci else None
+                right.errorbar(paired['delta'], y, xerr=xerr, fmt='s', color='C2', capsize=3)
+        labels = [_label(r) for r in mine]
+        for ax in (left, right):
+            ax.set_yticks(ys, labels if ax is left else [''] * len(ys), fontsize=8)
+            ax.set_ylim(-0.7, len(mine) - 0.3)
+            ax.grid(axis='x', alpha=0.3)
+        better = 'higher' if higher else 'lower'
+        left.set_title(f'{name}: {metric}, mean, 95% CI ({better} is better)', fontsize=9)
+        right.axvline(0.0, color='grey', linestyle='--', linewidth=1)
+        right.set_title(f'paired Δ {metric} vs baseline, 95% CI', fontsize=9)
+        if not any((r.get('compare') or {}).get('paired') for r in mine):
+            right.text(0.5, 0.5, 'no paired comparison', ha='center', va='center',
+                       transform=right.transAxes, fontsize=8, color='grey')
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def section_figures(rows: Sequence[Row], folder: str, stem: str = 'intervals') -> Dict[str, str]:
+    """One interval plot per section of `rows` in `folder`: {section title: file name}.
+
+    The file is ``<stem>.png`` for a single section, else ``<stem>_<backbone>_<epochs>e_<data>.png``.
+    """
+    groups: Dict[tuple, List[Row]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in GROUP), []).append(row)
+    out = {}
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for (backbone, epochs, data), members in groups.items():
+        title = f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+        name = (f'{stem}.png' if len(groups) == 1
+                else f'{stem}_{backbone}_{epochs}e_{data}.png')
+        if plot_intervals(members, str(Path(folder) / name), title):
+            out[title] = name
+    return out
