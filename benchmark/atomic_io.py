@@ -49,7 +49,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> str:
 def atomic_write_text(path: str, text: str) -> str:
     """`atomic_write` of a text file."""
     def write(tmp: str) -> None:
-        with open(tmp, 'w') as handle:
+        with open(tmp, 'w', encoding='utf-8') as handle:
             handle.write(text)
     return atomic_write(path, write)
 

@@ -89,6 +89,15 @@ def leaderboard_paths(results_dir: str) -> tuple:
     return base.with_suffix('.md'), base.with_suffix('.csv')
 
 
+def display_path(path) -> str:
+    """`path` relative to the repository root where it lies inside it (as the docs name it),
+    else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 def suite_config(name_or_path: str) -> Path:
     """A suite file: a path as given, or configs/suites/<name>.py for a bare name."""
     path = Path(name_or_path)

@@ -4,6 +4,7 @@ python tools/run_suite.py configs/suites/demo_digits.py            # or just: de
 python tools/run_suite.py demo_digits --dry-run                    # the plan: skip/resume/start
 python tools/run_suite.py demo_digits --seeds 0 1 --only mixco     # two seeds, MixCo's runs only
 python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu
+python tools/run_suite.py demo_digits --seeds 0 1 --publish README.md  # summary into a page
 
 A run whose records exist is skipped, one with checkpoints but no record resumes, the rest
 start: a killed suite restarted with the same command redoes nothing that finished. Records
@@ -43,6 +44,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--paper', default=str(PAPER_RESULTS),
                         type=lambda t: t if t.lower() == 'none' else existing_file(t),
                         help="the paper's numbers (CSV); 'none' for no reference rows")
+    parser.add_argument('--publish', metavar='PAGE',
+                        help='also put the summary (tables, verdicts, interval plot) into the '
+                        'Markdown PAGE, between its lines <!-- results: NAME --> and '
+                        '<!-- /results: NAME --> (figures go to figures/ beside it)')
     parser.add_argument('--no-wandb', action='store_true', help='do not log the table to wandb')
     parser.add_argument('--debug', action='store_true', help='show tracebacks')
     return parser.parse_args(argv)
@@ -55,7 +60,7 @@ def main(argv=None) -> int:
                      results_root=args.results_root, work_root=args.work_root,
                      partition=args.partition,
                      paper=None if args.paper.lower() == 'none' else Path(args.paper),
-                     use_wandb=not args.no_wandb,
+                     use_wandb=not args.no_wandb, publish_to=args.publish,
                      out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
 
 

@@ -205,9 +205,10 @@ def table_key(row: Row) -> Tuple:
 
 
 def common_overrides(rows: Iterable[Row]) -> Dict[str, Any]:
-    """The overrides every row of ours (with a setting) shares, value for value."""
+    """The overrides every row of ours (with a setting) shares, value for value; none where
+    fewer than two settings are there to share them (a lone setting's label keeps its own)."""
     ours = [r for r in rows if r['source'] == SUITE and not r['legacy']]
-    if not ours:
+    if len({r['setting'] for r in ours}) < 2:
         return {}
     common = dict(ours[0]['overrides'])
     for row in ours[1:]:
@@ -245,12 +246,12 @@ def label_rows(rows: List[Row]) -> None:
             if own:
                 parts.append(f"[{', '.join(own)}]")
             row['label'] = ' '.join(parts)
-        for row in ours:  # settings that still read alike (e.g. an edited config file)
-            twins = [r for r in ours if r['label'] == row['label'] and r['setting']
-                     and r['setting'] != row['setting'] and r['protocol'] == row['protocol']
-                     and r['eval_data'] == row['eval_data'] and r['status'] == row['status']]
-            if twins and row['setting']:
-                row['label'] += f" #{row['setting'][:6]}"
+        alike = [row for row in ours if row['setting'] and any(  # e.g. an edited config file
+            r['label'] == row['label'] and r['setting'] and r['setting'] != row['setting']
+            and r['protocol'] == row['protocol'] and r['eval_data'] == row['eval_data']
+            and r['status'] == row['status'] for r in ours)]
+        for row in alike:  # found before any label changes, so every one of them is marked
+            row['label'] += f" #{row['setting'][:6]}"
 
 
 def _natural(text: str) -> Tuple:

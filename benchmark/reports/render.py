@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.layout import REPO_ROOT, leaderboard_paths
+from benchmark.layout import display_path, leaderboard_paths
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
@@ -33,14 +33,6 @@ def read_paper(path: Path) -> List[dict]:
         return list(reader)
 
 
-def _display(path: Path) -> str:
-    """``path`` relative to the repository root where it lies inside it (as the docs name it)."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
-
-
 def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
     """Write ``leaderboard.md``, ``leaderboard.csv`` and the interval plots (one PNG per section)
     into ``results_dir``; return the paths.
@@ -59,7 +51,7 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
     md, csv_path = leaderboard_paths(str(results_dir))
     figures = section_figures(rows, str(results_dir))
-    atomic_write_text(str(md), render_markdown(rows, generated, f'{_display(results_dir)}/runs/*.json',
+    atomic_write_text(str(md), render_markdown(rows, generated, f'{display_path(results_dir)}/runs/*.json',
                                                figures=figures, verdicts=verdicts(rows)))
     atomic_write_text(str(csv_path), render_csv(rows))
     print(f'{len(records)} record(s), {len(rows)} row(s)')

@@ -5,10 +5,16 @@ it can be deleted and written again at any time.
 """
 import json
 import os.path as osp
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from benchmark.names import PROTOCOLS
+from benchmark.names import METRIC_FORMATS, PROTOCOLS, canonical_backbone, canonical_data
+from benchmark.reports.comparisons import main_metric
+from benchmark.reports.interval_plot import plot_intervals
+from benchmark.reports.leaderboard import GROUP, backbone_label, build_rows
+from benchmark.reports.records import load_records
+from benchmark.reports.tables import delta_cell, format_interval, test_cell
 
 KNN_KEYS = ('knn_monitor/top1', 'knn_monitor/top5')
 
@@ -148,6 +154,41 @@ def _header(record: Dict[str, Any], rid: str) -> List[str]:
     return [title, '', ', '.join(facts) + '.', '']
 
 
+def among_records(record: Dict[str, Any], results_dir: Path, folder: Path) -> List[str]:
+    """Markdown lines placing the record among the records of its results folder: its setting's
+    row per protocol (mean and 95% interval over the seeds recorded so far, the paired comparison
+    with its baseline) and the section's interval plot (``intervals.png`` in `folder`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # a broken neighbour is reported by the leaderboard
+        rows = build_rows(load_records(str(results_dir)))
+    section = (canonical_backbone(record['backbone']), int(record['pretrain_epochs']),
+               canonical_data(record['pretrain_data']))
+    rows = [r for r in rows if tuple(r[k] for k in GROUP) == section]
+    mine = [r for r in rows if r['method'] == record['method'] and r['status'] == record['status']
+            and r['setting'] == record.get('setting_sha256') and r['eval_data'] == canonical_data(record['eval_data'])
+            and r['protocol'] in record['protocols'] and int(record['seed']) in r['seeds']]
+    if not mine:
+        return []
+    lines = ['', '## Among the records of its folder', '',
+             f"This run's setting over the seeds recorded in `{results_dir}` so far (main metric, "
+             '95% Student-t interval; the paired comparison over the seeds both rows have):', '',
+             '| protocol | row | main metric | n | mean, 95% CI | Δ vs baseline, 95% CI | test |',
+             '| --- | --- | --- | --- | --- | --- | --- |']
+    for row in mine:
+        metric = main_metric(row['protocol'])[0]
+        stat = row['metrics'].get(metric) or {}
+        mean = stat.get('mean')
+        text = '' if mean is None else format(mean, METRIC_FORMATS[metric])
+        interval = format_interval(stat.get('ci'), METRIC_FORMATS[metric])
+        lines.append(f"| {row['protocol']} | {_cell(row['label'])} | {metric} | {stat.get('n')} "
+                     f"| {text} {interval} | {_cell(delta_cell(row['compare']))} "
+                     f"| {_cell(test_cell(row['compare']))} |")
+    title = f'{backbone_label(section[0])} · {section[1]} pretraining epochs · {section[2]}'
+    if plot_intervals(rows, str(folder / 'intervals.png'), title):
+        lines += ['', '![95% intervals of the section](intervals.png)']
+    return lines
+
+
 def write_run_report(record_path: str, work_dir: Optional[str]) -> str:
     """Write ``<runs>/<id>/report.md`` (and ``curves.png``) for the record at ``record_path``.
 
@@ -178,6 +219,7 @@ def write_run_report(record_path: str, work_dir: Optional[str]) -> str:
         link = _figure_link(figure, folder)
         lines += ['', '## t-SNE', '',
                   f'![t-SNE]({link})' if link else f't-SNE figure `{figure}` not found.']
+    lines += among_records(record, record_file.parent.parent, folder)
     report = folder / 'report.md'
     report.write_text('\n'.join(lines) + '\n', encoding='utf-8')
     return str(report)

@@ -34,9 +34,12 @@ class LoggedChild:
     def __init__(self, env: Dict[str, str]) -> None:
         self.env = env
         self.proc: Optional[subprocess.Popen] = None
+        self.stopping = False
 
     def terminate(self) -> None:
-        """SIGTERM the running command, if any (a training run saves and exits 143)."""
+        """SIGTERM the running command (a training run saves and exits 143); a command being
+        started right now gets it as soon as it runs."""
+        self.stopping = True
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
@@ -50,6 +53,8 @@ class LoggedChild:
             self.proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
                                          env=self.env, start_new_session=True,
                                          preexec_fn=_die_with_parent)
+            if self.stopping:  # a termination that came while the child was being started
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 while True:  # short waits: a signal taken by another thread (torch's, wandb's)
                     try:     # must not wait for the child's exit before it is forwarded

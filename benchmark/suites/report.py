@@ -20,7 +20,7 @@ from benchmark.engine.tracking import probe_wandb_server, wandb_mode, wandb_serv
 from benchmark.suites.plan import RunPlan, index_records, run_records
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.spec import Evaluation, Suite
-from benchmark.layout import SUITE_CURVES, leaderboard_paths
+from benchmark.layout import SUITE_CURVES, display_path, leaderboard_paths
 from benchmark.names import RANDOM_INIT, canonical_data
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.interval_plot import section_figures
@@ -145,14 +145,14 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     curves = folder / SUITE_CURVES
     has_curves = plot_monitor_curves(groups, str(curves))
     md, csv_path = leaderboard_paths(str(folder))
-    meta = dict(name=suite.name, file=suite.path, seeds=suite.seeds, procs=suite.procs,
+    meta = dict(name=suite.name, file=display_path(suite.path), seeds=suite.seeds, procs=suite.procs,
                 cfg_options=', '.join(f'{k}={v}' for k, v in suite.cfg_options.items()),
                 evaluations=', '.join(e.name for e in suite.evaluations))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     figures = section_figures(rows, str(folder))
     said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
-                                              f'{folder}/runs/*.json',
+                                              f'{display_path(folder)}/runs/*.json',
                                               SUITE_CURVES if has_curves else '',
                                               figures=figures, verdicts=said))
     summary = folder / SUITE_SUMMARY

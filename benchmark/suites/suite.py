@@ -16,6 +16,8 @@ from benchmark.suites.plan import RunPlan, plan_lines, plan_suite
 from benchmark.suites.report import read_suite_records, render_suite
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.suites.outcome import summary_line
+from benchmark.suites.publish import check_page, publish
+from benchmark.reports.suite_board import SUITE_SUMMARY
 from benchmark.suites.runner import SuiteRunner
 from benchmark.suites.spec import Suite, SuiteError, expand_suite
 from benchmark.layout import suite_config
@@ -54,13 +56,20 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
               launcher: str = 'local', seeds: Optional[Sequence[int]] = None,
               results_root: str = 'results', work_root: str = 'work_dirs',
               partition: Optional[str] = None, paper: Optional[Path] = None,
-              use_wandb: bool = True, out: Callable[..., None] = print) -> int:
+              use_wandb: bool = True, out: Callable[..., None] = print,
+              publish_to: Optional[str] = None) -> int:
     """Run a suite; the exit status (0 all ok, 1 some step failed, 143 interrupted).
+    `publish_to`: a Markdown page whose block of this suite receives its summary.
 
     Raises:
         SuiteError: A bad suite file, option, config or data root (before anything starts).
     """
     suite = expand_suite(str(suite_config(path)), seeds, results_root, work_root)
+    if publish_to:
+        try:
+            check_page(publish_to, suite.name)
+        except ValueError as err:
+            raise SuiteError(str(err)) from None
     chosen = set(select(suite, only))
     runner = SuiteRunner(suite, launcher, partition, out=out)  # checks the SLURM settings
     plans = plan_suite(suite, read_suite_records(suite.record_dirs))
@@ -82,6 +91,9 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
     paths = render_suite(suite, plans, outcomes, paper, use_wandb=use_wandb and not interrupted)
     out(f'summary: {summary_line(outcomes, len(mine), interrupted)}')
     out(f"leaderboard: {paths[0]} (and {', '.join(p.name for p in paths[1:])})")
+    if publish_to and not interrupted:
+        written = publish(publish_to, suite.name, Path(suite.results_dir) / SUITE_SUMMARY)
+        out(f"published: {', '.join(str(p) for p in written)}")
     if launcher == 'slurm' and any(o.state == 'submitted' for o in outcomes):
         out('jobs submitted: rerun the same command when they have finished; it submits '
             'nothing that is queued or done and renders the leaderboard again')

@@ -103,3 +103,29 @@ def test_curves_with_only_losses_or_nothing(tmp_path):
         assert image.format == 'PNG'
     assert not plot_curves([{'accuracy/top1': 1.0, 'step': 1}], str(tmp_path / 'none.png'))
     assert not (tmp_path / 'none.png').exists()
+
+
+def test_report_places_the_run_among_its_folder(tmp_path):
+    """Three seeds of MoCo-v2 and MixCo in one folder: MixCo's report shows its row's mean with
+    its interval, the paired comparison and the section's interval plot."""
+    from benchmark.reports.records import build_record, write_record
+    from benchmark.reports import stats
+
+    results = tmp_path / 'results'
+    values = {'mocov2': [40.0, 41.0, 39.5], 'mixco': [43.0, 42.0, 44.5]}
+    path = None
+    for method, tops in values.items():
+        for seed, top1 in enumerate(tops):
+            record = build_record(method=method, backbone='resnet18', pretrain_data='digits',
+                                  pretrain_epochs=30, eval_data='digits', seed=seed, world_size=2,
+                                  total_batch=64, setting_text=method,
+                                  protocols={'knn': {'settings': {}, 'metrics': {'top1': top1}}})
+            path = write_record(record, str(results))
+    text = Path(write_run_report(str(path), None)).read_text()
+    assert '## Among the records of its folder' in text
+    low, high = stats.t_interval(values['mixco'])
+    assert f'| knn | mixco | top1 | 3 | {43.17:.2f} [{low:.2f}, {high:.2f}] |' in text
+    p = stats.paired_comparison(dict(enumerate(values['mixco'])), dict(enumerate(values['mocov2'])))
+    assert f"p {p['p_t']:.2g}" in text
+    assert '![95% intervals of the section](intervals.png)' in text
+    assert (path.parent / path.stem / 'intervals.png').stat().st_size > 1000

@@ -42,3 +42,15 @@ def test_terminate_reaches_the_running_command(tmp_path):
 
 def test_duration_reads_as_minutes_and_seconds():
     assert duration(42.4) == '42s' and duration(185) == '3m05s' and duration(60) == '1m00s'
+
+
+def test_a_termination_during_the_start_reaches_the_child(tmp_path):
+    """A SIGTERM the suite takes while its child is being started (before the child's handle
+    exists) is sent to the child as soon as it runs, not lost."""
+    import os
+
+    child = LoggedChild(dict(os.environ))
+    child.terminate()  # as the signal handler does, with no child yet
+    code = child.run(['bash', '-c', "trap 'echo saved; exit 143' TERM; "
+                      'for i in $(seq 100); do sleep 0.1; done; exit 0'], str(tmp_path / 'log'))
+    assert code in (143, -15)  # the trap, or TERM before bash installed it
