@@ -112,7 +112,7 @@ def add_comparisons(rows: List[Row], table_of: Callable[[Row], tuple]) -> None:
     paper = {tuple(r[k] for k in SAME_GROUP) + (r['method'],): r
              for r in rows if r['source'] != SUITE}
     for row in rows:
-        as_shipped = True and not row.get('variant')
+        as_shipped = not row['overrides'] and not row.get('variant')
         if row['source'] == SUITE and row['status'] == 'ok' and as_shipped:
             other = paper.get(tuple(row[k] for k in SAME_GROUP) + (row['method'],))
             if other is not None:
