@@ -7,7 +7,8 @@ The page marks where the results go with two lines::
     <!-- /results: demo_digits -->
 
 Between them goes the suite's ``summary.md`` (tables, verdicts, interval plot), its figures
-copied to ``<page folder>/figures/<suite>_<name>`` and linked from there. Everything between the
+copied to ``<page folder>/figures/<suite>_<name>`` (for a page at the repository's root, such as
+README.md: ``docs/figures/``) and linked from there. Everything between the
 markers is generated: edits there are lost on the next publish. The markers are checked before
 the suite runs, so a page without them fails in one line before any work starts.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import List
 
 from benchmark.atomic_io import atomic_write_text
+from benchmark.layout import REPO_ROOT
 
 FIGURES = 'figures'
 
@@ -43,6 +45,14 @@ def check_page(page: str, suite: str) -> None:
                          'each) around where the results go')
 
 
+def figures_dir(page: Path) -> Path:
+    """Where a page's published figures go: figures/ beside it; docs/figures/ for a page at the
+    repository's root."""
+    if page.resolve().parent == REPO_ROOT:
+        return REPO_ROOT / 'docs' / FIGURES
+    return page.parent / FIGURES
+
+
 def publish(page: str, suite: str, summary: Path) -> List[Path]:
     """Replace `suite`'s block in `page` with `summary` (its figures copied beside the page);
     return the files written."""
@@ -50,7 +60,7 @@ def publish(page: str, suite: str, summary: Path) -> List[Path]:
     page_path = Path(page)
     text = summary.read_text(encoding='utf-8')
     written = []
-    folder = page_path.parent / FIGURES
+    folder = figures_dir(page_path)
 
     def relink(match: re.Match) -> str:
         name = match.group(2)

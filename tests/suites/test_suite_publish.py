@@ -84,3 +84,12 @@ def test_run_suite_checks_the_page_before_anything_and_publishes_after(tmp_path)
     assert '- mixco vs mocov2, kNN on digits: Δ -1.83 top-1 points, 95% CI [' in text
     assert '](figures/pub_intervals.png)' in text
     assert (tmp_path / 'figures' / 'pub_intervals.png').stat().st_size > 1000
+
+
+def test_a_page_at_the_repository_root_keeps_its_figures_in_docs(tmp_path):
+    from benchmark.layout import REPO_ROOT
+    from benchmark.suites.publish import figures_dir
+
+    assert figures_dir(REPO_ROOT / 'README.md') == REPO_ROOT / 'docs' / 'figures'
+    assert figures_dir(REPO_ROOT / 'docs' / 'methods.md') == REPO_ROOT / 'docs' / 'figures'
+    assert figures_dir(tmp_path / 'page.md') == tmp_path / 'figures'
