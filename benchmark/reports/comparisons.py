@@ -40,7 +40,8 @@ def config_family(row: Row) -> str:
 def choose_baseline(row: Row, candidates: List[Row]) -> Optional[Row]:
     """The candidate (a row of the baseline method) nearest to `row`'s setting: fewest
     overrides `row` does not share, the same suite variant (older records), the same number of
-    processes, the same config family, most overrides shared."""
+    processes, the same config family, most overrides shared, the same kind of record (older
+    records without a setting with older ones)."""
     def distance(other: Row) -> Tuple:
         mine, theirs = row['overrides'], other['overrides']
         foreign = sum(1 for k, v in theirs.items() if mine.get(k, _MISSING) != v)
@@ -48,7 +49,8 @@ def choose_baseline(row: Row, candidates: List[Row]) -> Optional[Row]:
         variant = other.get('variant', '')
         return (foreign, 0 if variant == row.get('variant', '') else 1 if not variant else 2,
                 other['world_size'] != row['world_size'],
-                config_family(other) != config_family(row), -shared, other['legacy'])
+                config_family(other) != config_family(row), -shared,
+                other['legacy'] != row['legacy'])
     return min(candidates, key=distance) if candidates else None
 
 

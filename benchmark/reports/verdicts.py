@@ -20,8 +20,9 @@ UNITS = {'top1': 'top-1 points', 'davies_bouldin': 'Davies-Bouldin'}
 def _seeds_sentence(delta: float, std: Optional[float], n: int) -> str:
     needed = stats.seeds_for_power(delta, std)
     if needed is None:
-        return ('the paired spread gives no estimate of the seeds needed' if std in (None, 0.0)
-                or delta == 0 else 'more than 1000 seeds would be needed to detect a Δ this size')
+        return ('a Δ of zero gives no estimate of the seeds needed' if delta == 0
+                else 'the paired spread gives no estimate of the seeds needed' if not std
+                else 'more than 1000 seeds would be needed to detect a Δ this size')
     if needed <= n:
         return ''
     return f'about {needed} seeds would detect a Δ this size with 80% power'

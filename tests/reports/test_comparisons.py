@@ -376,6 +376,18 @@ def test_rows_that_are_not_ok_never_serve_as_baselines():
     assert ours(rows, method='mixco')['compare'] is None
 
 
+def test_older_records_are_compared_with_older_records_and_new_with_new():
+    rows = build_rows(series('mocov2', {0: 40.0}, legacy=True) + series('mocov2', {0: 30.0})
+                      + series('mixco', {0: 44.0}, legacy=True) + series('mixco', {0: 35.0}))
+    assert base_of(rows, method='mixco', legacy=True) == f'mocov2 {LEGACY_MARK}'
+    assert ours(rows, method='mixco', legacy=True)['compare']['delta'] == pytest.approx(4.0)
+    assert base_of(rows, method='mixco', legacy=False) == 'mocov2'
+    assert ours(rows, method='mixco', legacy=False)['compare']['delta'] == pytest.approx(5.0)
+    # where only the other kind is there, it serves
+    rows = build_rows(series('mocov2', {0: 40.0}, legacy=True) + series('mixco', {0: 35.0}))
+    assert base_of(rows, method='mixco') == f'mocov2 {LEGACY_MARK}'
+
+
 # Ours minus the paper
 
 def test_a_shipped_config_meets_the_papers_row_and_a_variant_does_not():
