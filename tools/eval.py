@@ -3,6 +3,7 @@
 python tools/eval.py configs/mixco_r18_tiny.py work_dirs/mixco_r18_tiny/epoch_100.pth
 python tools/eval.py configs/mixco_r18_tiny.py CKPT --eval-data cifar10 --data-root data
 python tools/eval.py configs/mixco_r18_digits.py random   # the randomly initialised encoder
+python tools/eval.py configs/mixco_r18_tiny.py CKPT --device cuda:1   # features, kNN, probe there
 """
 import argparse
 import os.path as osp
@@ -16,10 +17,19 @@ from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # n
 from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
 from benchmark.engine.launch import config_identity, config_setting  # noqa: E402
+from benchmark.evaluation.device import eval_device  # noqa: E402
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402
 from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,  # noqa: E402
                              PROTOCOL_ALIASES)
 from benchmark.reports.run_report import write_run_report  # noqa: E402
+
+
+def device_arg(text: str) -> str:
+    """An argparse type: a device this machine has ('cpu', 'cuda', 'cuda:N')."""
+    try:
+        return str(eval_device(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -42,6 +52,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         '(default: work_dirs/<config name>/)')
     parser.add_argument('--batch-size', type=positive_int, default=256)
     parser.add_argument('--num-workers', type=non_negative_int, default=2)
+    parser.add_argument('--device', type=device_arg, default=None,
+                        help="where feature extraction, kNN and the fast linear probe run: "
+                        "'cpu', 'cuda' or 'cuda:N' (default: 'cuda' when torch sees a GPU, "
+                        "else 'cpu'); linear_paper runs as its own mmengine run (the GPU when "
+                        "there is one)")
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={})
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
@@ -57,7 +72,8 @@ def main(argv=None) -> int:
         raise ConfigError(f'{args.config}: {err}') from None
     out = evaluate_checkpoint(cfg, args.checkpoint, args.protocols, args.eval_data,
                               args.data_root, args.linear_config, args.batch_size,
-                              args.num_workers, work_dir_of=args.config, work_dir=args.work_dir)
+                              args.num_workers, work_dir_of=args.config, work_dir=args.work_dir,
+                              device=args.device)
     mine = args.checkpoint != 'random'
     path = record_evaluation(out['protocols'], out['run'], out['eval_data'], args.results_dir,
                              args.checkpoint if mine else None, config_identity(cfg),

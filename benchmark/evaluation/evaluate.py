@@ -5,7 +5,7 @@ import os.path as osp
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import torch
 from mmengine.config import Config
@@ -18,6 +18,7 @@ from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
 from benchmark.evaluation.datasets import eval_dataset_cfg
+from benchmark.evaluation.device import eval_device
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.linear_paper import (
     default_linear_config,
@@ -42,8 +43,15 @@ def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
                       protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
                       batch_size: int = 256, num_workers: int = 0, seed: int = 0,
                       figure_path: Optional[str] = None,
-                      title: str = '') -> Optional[Dict[str, dict]]:
-    """Extract features of the train and val splits (test view) and run the protocols."""
+                      title: str = '',
+                      device: Optional[Union[str, torch.device]] = None
+                      ) -> Optional[Dict[str, dict]]:
+    """Extract features of the train and val splits (test view) and run the protocols.
+
+    `device`: where the features are extracted (the backbone must be there already), kNN
+    searches and the fast linear probe trains; None: the backbone's device.
+    """
+    device = torch.device(device) if device is not None else next(backbone.parameters()).device
     cls = DATASETS.get(dataset_cfg['type'])
     splits = {}
     for split in ('train', 'val'):
@@ -51,12 +59,13 @@ def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
         policy = {'bad_data': dataset_cfg['bad_data']} if 'bad_data' in dataset_cfg else {}
         dataset = cls(data_root=dataset_cfg['data_root'], split=split,
                       input_size=dataset_cfg['input_size'], view='test', **policy)
-        splits[split] = extract_features(backbone, dataset, batch_size, num_workers)
+        splits[split] = extract_features(backbone, dataset, batch_size, num_workers,
+                                         device=device)
     if not dist.is_main():
         return None  # every process extracts its shard; rank 0 alone runs the protocols
     num_classes = len(dataset.classes)
     return run_protocols(splits['train'], splits['val'], num_classes, protocols, seed=seed,
-                         figure_path=figure_path, title=title)
+                         figure_path=figure_path, title=title, device=device)
 
 
 def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
@@ -133,8 +142,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     """The default protocols on the pretraining data's splits (and, for a supervised model,
     the `supervised` protocol: its own classifier on the val split); rank 0 writes the record
     (with the online protocols' final values), the run report, and logs the metrics to the
-    run's wandb run (if any). `config_text`: what config_sha256 hashes (default: the whole
-    config)."""
+    run's wandb run (if any). Everything runs on the training device (the backbone's).
+    `config_text`: what config_sha256 hashes (default: the whole config)."""
     model = dist.unwrap(runner.model)
     info = _run_info(runner).info(runner)
     skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
@@ -143,7 +152,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     data = eval_dataset_cfg(cfg)
     results = evaluate_backbone(model.backbone, data, protocols,
                                 seed=run['seed'], figure_path=figure,
-                                title=f"{run['method']} {run['backbone']}")
+                                title=f"{run['method']} {run['backbone']}",
+                                device=next(model.backbone.parameters()).device)
     # A supervised model is also scored by its own trained classifier (the paper's
     # supervised rows); every process takes part, as in the feature extraction above.
     own_head = None
@@ -198,7 +208,8 @@ def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
                         eval_data: Optional[str] = None, data_root: Optional[str] = None,
                         linear_config: Optional[str] = None, batch_size: int = 256,
                         num_workers: int = 2, work_dir_of: Optional[str] = None,
-                        work_dir: Optional[str] = None) -> dict:
+                        work_dir: Optional[str] = None,
+                        device: Optional[Union[str, torch.device]] = None) -> dict:
     """Evaluate one checkpoint (ours, the authors', torchvision's) or 'random' on a dataset.
 
     Everything that can fail on bad input (data root, checkpoint file, layout, protocol name)
@@ -213,11 +224,16 @@ def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
         linear_config: configs/eval file of 'linear_paper' (default: by eval data).
         work_dir_of: The config path the linear probe's work dir is named after.
         work_dir: Put the linear probe's work dir inside this folder instead (a suite's run).
+        device: Where features are extracted, kNN searches and the fast linear probe trains
+            ('cpu', 'cuda', 'cuda:N'); None: 'cuda' when torch sees a GPU, else 'cpu'. The
+            cluster indices run on the CPU; 'linear_paper' is an mmengine run on its own
+            (the GPU when torch sees one).
 
     Returns:
         dict(protocols=..., run=..., eval_data=..., layout=..., meta=...).
     """
     requested = [protocol_name(p) for p in protocols]  # 'tsne' -> 'cluster_tsne'
+    device = eval_device(device)
     dataset_cfg = eval_dataset_cfg(cfg, eval_data, data_root)
     run, meta, layout_name = describe_run(cfg), {}, 'random-init'
     torch.manual_seed(run['seed'])  # the same random encoder every time for 'random'
@@ -235,9 +251,9 @@ def evaluate_checkpoint(cfg: Config, checkpoint: str, protocols: Sequence[str],
     eval_data = eval_data or run['pretrain_data']
     figure = osp.join(tempfile.mkdtemp(), layout.TSNE_FIGURE)
     feature_protocols = [p for p in requested if p in FEATURE_PROTOCOLS]
-    results = evaluate_backbone(backbone, dataset_cfg, feature_protocols, batch_size,
-                                num_workers, run['seed'], figure,
-                                f"{run['method']} {run['backbone']} on {eval_data}"
+    results = evaluate_backbone(backbone.to(device), dataset_cfg, feature_protocols,
+                                batch_size, num_workers, run['seed'], figure,
+                                f"{run['method']} {run['backbone']} on {eval_data}", device
                                 ) if feature_protocols else {}
     if 'linear_paper' in requested:
         linear_cfg = linear_config or default_linear_config(eval_data)

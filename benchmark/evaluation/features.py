@@ -28,16 +28,19 @@ def extract_features(backbone: nn.Module,
         dataset: Yields dict(inputs=(3, H, W) tensor, data_samples=int label).
         batch_size: Images per forward pass.
         num_workers: DataLoader workers.
-        device: Where to run; defaults to the backbone's device.
+        device: Where the batches go, the backbone's device (its default); the caller puts
+            the backbone there.
         progress: Show a progress bar on rank 0.
 
     Returns:
         (features (N, C) float32 on CPU, labels (N,) int64 on CPU).
     """
     rank, world = get_dist_info()
-    device = device or next(backbone.parameters()).device
+    device = torch.device(device) if device is not None else next(backbone.parameters()).device
     shard = Subset(dataset, range(rank, len(dataset), world))
-    loader = DataLoader(shard, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    # Pinned batches let the copy to a GPU overlap the next forward pass (non_blocking below).
+    loader = DataLoader(shard, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                        pin_memory=device.type == 'cuda')
     was_training = backbone.training
     backbone.eval()
     bar = ProgressBar(len(shard)) if progress and dist.is_main() else None

@@ -4,7 +4,8 @@ The scores follow the InstDisc / lightly / solo-learn definition: the k training
 highest cosine similarity to a test sample each add exp(sim / temperature) to their label's score.
 The exact search runs on faiss (its GPU index when faiss has GPU support and sees a GPU), or,
 with a GPU but a CPU-only faiss, as chunked matmul + topk in torch on the GPU
-(`benchmark.evaluation.knn_torch`); `backend='torch'` selects that path on any device.
+(`benchmark.evaluation.knn_torch`); `backend='torch'` selects that path on any device, and
+`device` pins the search to one device (tools/eval.py's --device).
 """
 from typing import Optional, Tuple, Union
 
@@ -64,12 +65,23 @@ def _faiss_gpus() -> int:
     return faiss.get_num_gpus() if hasattr(faiss, 'StandardGpuResources') else 0
 
 
-def _gpu_device(use_gpu: Optional[bool], *inputs: ArrayLike) -> Optional[torch.device]:
+def _gpu_device(use_gpu: Optional[bool], *inputs: ArrayLike,
+                device: Optional[Union[str, torch.device]] = None) -> Optional[torch.device]:
     """The CUDA device to search on (an input's, else the current one), or None for the CPU.
 
-    use_gpu=False, or no CUDA device visible to torch, means the CPU; otherwise the GPU: the
-    scores are the same either way, only the time differs.
+    A given `device` decides: 'cpu' means the CPU, a CUDA device that device. Otherwise
+    use_gpu=False, or no CUDA device visible to torch, means the CPU; else the GPU: the scores
+    are the same either way, only the time differs.
     """
+    if device is not None:
+        device = torch.device(device)
+        if device.type == 'cpu':
+            return None
+        if device.type != 'cuda' or not torch.cuda.is_available():
+            raise ValueError(f"knn: device {str(device)!r} is neither 'cpu' nor a CUDA device "
+                             'torch sees')
+        return device if device.index is not None else torch.device(
+            'cuda', torch.cuda.current_device())
     if use_gpu is False or not torch.cuda.is_available():
         return None
     cuda = [x.device for x in inputs if isinstance(x, Tensor) and x.is_cuda]
@@ -121,7 +133,8 @@ def _search(train: np.ndarray, test: np.ndarray, k: int,
 
 def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_features: ArrayLike,
                 num_classes: int, k: int = 200, temperature: float = 0.1,
-                use_gpu: Optional[bool] = None, backend: str = 'auto') -> Tensor:
+                use_gpu: Optional[bool] = None, backend: str = 'auto',
+                device: Optional[Union[str, torch.device]] = None) -> Tensor:
     """Weighted kNN class scores (InstDisc), exact cosine search with faiss or torch.
 
     Args:
@@ -135,6 +148,8 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
             else the current one); False forces the CPU.
         backend: 'auto' (faiss; torch on a GPU that faiss cannot use), 'faiss' or 'torch'
             (torch's exact search on the chosen device, also the CPU); see `_plan`.
+        device: Where to search, overriding `use_gpu`: 'cpu' (faiss's CPU index, or torch's
+            search on the CPU with backend='torch') or a CUDA device ('cuda', 'cuda:1').
 
     Returns:
         Scores of shape (N_test, C), float64 on CPU: score[i, c] = sum over the k nearest
@@ -150,7 +165,7 @@ def knn_predict(train_features: ArrayLike, train_labels: ArrayLike, test_feature
                          f'got {temperature}, {k}, {num_classes}')
     if backend not in BACKENDS:
         raise ValueError(f'knn: backend {backend!r} not in {BACKENDS}')
-    device = _gpu_device(use_gpu, train_features, test_features)
+    device = _gpu_device(use_gpu, train_features, test_features, device=device)
     train = _as_features(train_features, 'train_features')
     test = _as_features(test_features, 'test_features')
     if train.shape[0] == 0 or train.shape[1] != test.shape[1]:

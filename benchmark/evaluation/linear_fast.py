@@ -1,6 +1,7 @@
 """The `fast` linear probe: a linear classifier trained on cached frozen features.
 
-No augmentation and no encoder forward passes, so it runs in seconds on a CPU; the paper's
+No augmentation and no encoder forward passes, so it runs in seconds on a CPU (or on the
+device `train_linear_probe` is given: tools/eval.py's --device); the paper's
 protocol (augmented images through the frozen encoder, lr 3.0 with steps at 60 and 80) lives
 elsewhere. Numbers from the two protocols are not interchangeable and records name the protocol.
 
@@ -13,7 +14,7 @@ Choices, and why:
   converges reliably, and zero init leaves the shuffling order as the only randomness.
 """
 import math
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -63,7 +64,8 @@ def _train(classifier: nn.Linear, x: Tensor, y: Tensor, epochs: int, lr: float,
     steps_per_epoch = math.ceil(x.shape[0] / batch_size)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs * steps_per_epoch)
     for _ in range(epochs):
-        order = torch.randperm(x.shape[0], generator=generator)
+        # Drawn on the CPU on every device: the same seed gives the same order everywhere.
+        order = torch.randperm(x.shape[0], generator=generator).to(x.device)
         total = 0.0
         for start in range(0, x.shape[0], batch_size):
             batch = order[start:start + batch_size]
@@ -79,7 +81,8 @@ def _train(classifier: nn.Linear, x: Tensor, y: Tensor, epochs: int, lr: float,
 def train_linear_probe(train_features: ArrayLike, train_labels: ArrayLike,
                        test_features: ArrayLike, test_labels: ArrayLike, num_classes: int,
                        epochs: int = 100, lr: float = 0.1, batch_size: int = 256,
-                       weight_decay: float = 0.0, seed: int = 0) -> Dict[str, Any]:
+                       weight_decay: float = 0.0, seed: int = 0,
+                       device: Optional[Union[str, torch.device]] = None) -> Dict[str, Any]:
     """Train a linear classifier on cached features and report its final-epoch test accuracy.
 
     Args:
@@ -93,6 +96,7 @@ def train_linear_probe(train_features: ArrayLike, train_labels: ArrayLike,
         batch_size: Samples per step.
         weight_decay: L2 penalty (the paper uses 0).
         seed: Seeds the shuffling; the same inputs and seed give the same result.
+        device: Where the features, the classifier and its training go (default: the CPU).
 
     Returns:
         top1 (and top5 when C >= 5) test accuracy in percent after the LAST epoch (not the
@@ -106,8 +110,10 @@ def train_linear_probe(train_features: ArrayLike, train_labels: ArrayLike,
                          f'test features {x_test.shape[1]}')
     if y_train.min() < 0 or y_train.max() >= num_classes:
         raise ValueError(f'linear probe: train labels must lie in [0, {num_classes})')
-    x_train, x_test = standardize(x_train, x_test)
-    classifier = nn.Linear(x_train.shape[1], num_classes)
+    device = torch.device('cpu' if device is None else device)
+    x_train, x_test = standardize(x_train.to(device), x_test.to(device))
+    y_train, y_test = y_train.to(device), y_test.to(device)
+    classifier = nn.Linear(x_train.shape[1], num_classes, device=device)
     nn.init.zeros_(classifier.weight)
     nn.init.zeros_(classifier.bias)
     generator = torch.Generator().manual_seed(seed)

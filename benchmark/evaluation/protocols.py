@@ -4,9 +4,10 @@ A protocol that cannot produce a number on these features (NaN features, one cla
 the bank, ...) reports `NA(<reason>)` for its metrics instead of stopping the others.
 """
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from benchmark.evaluation.cluster import (
@@ -38,7 +39,8 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
                   protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
                   knn_k: int = 200, knn_temperature: float = 0.1, linear_epochs: int = 100,
                   cluster_classes: int = 10, cluster_per_class: int = 1000, seed: int = 0,
-                  figure_path: Optional[str] = None, title: str = '') -> Dict[str, dict]:
+                  figure_path: Optional[str] = None, title: str = '',
+                  device: Optional[Union[str, torch.device]] = None) -> Dict[str, dict]:
     """Run the requested protocols on (features, labels) of a train and a test split.
 
     Args:
@@ -54,6 +56,9 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
         seed: Seed of the probe, the subset, k-means and t-SNE.
         figure_path: Where the t-SNE PNG goes ('cluster_tsne' only).
         title: Figure title prefix.
+        device: Where kNN searches and the fast linear probe trains; None keeps each one's
+            default (kNN: a GPU when torch sees one; the probe: the CPU). The cluster indices
+            and t-SNE run on the CPU (scikit-learn) whatever it says.
 
     Returns:
         Protocol name -> {'settings': ..., 'metrics': ...}.
@@ -67,11 +72,12 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
     if 'knn' in protocols:
         out['knn'] = _guard(dict(k=knn_k, temperature=knn_temperature, split='train->test'), ACCURACY,
                             lambda: topk_accuracy(knn_predict(x_tr, y_tr, x_te, num_classes, knn_k,
-                                                             knn_temperature), y_te))
+                                                             knn_temperature, device=device),
+                                                  y_te))
     if 'linear_fast' in protocols:
         out['linear_fast'] = _guard(dict(epochs=linear_epochs, seed=seed, features='cached'), ACCURACY,
                                     lambda: _linear(x_tr, y_tr, x_te, y_te, num_classes,
-                                                    linear_epochs, seed))
+                                                    linear_epochs, seed, device))
     if 'cluster' in protocols or 'cluster_tsne' in protocols:
         subset = select_classes(_np(y_tr), cluster_classes, cluster_per_class, seed)
         settings = dict(classes=cluster_classes, per_class=cluster_per_class, split='train',
@@ -90,8 +96,10 @@ def _np(x) -> np.ndarray:
     return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
 
 
-def _linear(x_tr, y_tr, x_te, y_te, num_classes: int, epochs: int, seed: int) -> dict:
-    res = train_linear_probe(x_tr, y_tr, x_te, y_te, num_classes, epochs=epochs, seed=seed)
+def _linear(x_tr, y_tr, x_te, y_te, num_classes: int, epochs: int, seed: int,
+            device: Optional[Union[str, torch.device]] = None) -> dict:
+    res = train_linear_probe(x_tr, y_tr, x_te, y_te, num_classes, epochs=epochs, seed=seed,
+                             device=device)
     return {k: res[k] for k in ('top1', 'top5') if k in res}
 
 

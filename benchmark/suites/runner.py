@@ -76,7 +76,8 @@ class SuiteRunner:
                '--work-dir', run.work_dir]
         for flag, value in (('--eval-data', evaluation.eval_data),
                             ('--data-root', evaluation.data_root),
-                            ('--linear-config', evaluation.linear_config)):
+                            ('--linear-config', evaluation.linear_config),
+                            ('--device', evaluation.device)):
             if value:
                 cmd += [flag, value]
         return cmd + ['--cfg-options', *run.option_args]

@@ -10,7 +10,8 @@ A suite is a small mmengine-style ``.py`` file::
     procs = 2                                # processes per run (tools/dist_train.sh CONFIG 2)
     cfg_options = {'train_cfg.max_epochs': 50}   # every run (not a variant)
     evaluations = ['default', 'linear_paper',    # after each run: the default protocols,
-                   dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data')]
+                   dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data'),
+                   dict(protocols=['knn'], device='cpu')]  # tools/eval.py --device cpu
     slurm = dict(partition='gpu', cpus_per_task=5, time='24:00:00')  # for --launcher slurm
     reuse = ['demo_digits']   # records (and work dirs) of these suites count as this one's
 
@@ -38,6 +39,7 @@ from mmengine.config import Config, DictAction
 
 from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
 from benchmark.engine.launch import config_identity, config_setting
+from benchmark.evaluation.device import parse_device
 from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
 from benchmark.reports.records import setting_sha256
@@ -46,7 +48,7 @@ from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, pr
 SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm',
               'reuse')
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
-EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config')
+EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
 SLURM_KEYS = ('partition', 'gpus_per_node', 'cpus_per_task', 'time', 'extra')
 EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
 
@@ -58,13 +60,16 @@ class SuiteError(ValueError):
 @dataclass(frozen=True)
 class Evaluation:
     """What runs after a run's training: the default protocols (tools/train.py records them) or
-    tools/eval.py with `protocols` on `eval_data` (None: the pretraining data)."""
+    tools/eval.py with `protocols` on `eval_data` (None: the pretraining data), on `device`
+    (its --device; None: the GPU where the evaluation runs has one, else the CPU). The device
+    does not name the evaluation: its records are the same wherever it ran."""
 
     name: str
     protocols: Tuple[str, ...]
     eval_data: Optional[str] = None
     data_root: Optional[str] = None
     linear_config: Optional[str] = None
+    device: Optional[str] = None
 
     @property
     def is_default(self) -> bool:
@@ -229,8 +234,18 @@ def _evaluation(item: Any, where: str) -> Evaluation:
         raise SuiteError(f'{where}: eval_data {data!r} unknown; one of {sorted(DATA_TYPES)}')
     if data not in (None, 'digits') and not item.get('data_root'):
         raise SuiteError(f'{where}: eval_data {data} needs data_root (the folder of its files)')
+    device = item.get('device')
+    if device is not None and not isinstance(device, str):
+        raise SuiteError(f"{where}: device must be a string such as 'cpu' or 'cuda:1', "
+                         f'got {device!r}')
+    if device is not None:
+        try:  # the spelling only: the machine that runs the evaluation may not be this one
+            parse_device(device)
+        except ValueError as err:
+            raise SuiteError(f'{where}: {err}') from None
     name = '+'.join(protocols) + (f'@{data}' if data else '')
-    return Evaluation(name, protocols, data, item.get('data_root'), item.get('linear_config'))
+    return Evaluation(name, protocols, data, item.get('data_root'), item.get('linear_config'),
+                      device)
 
 
 def _int_list(value: Any, where: str, low: int) -> List[int]:
