@@ -51,22 +51,54 @@ def allow_mmengine_checkpoints() -> None:
     torch.serialization.add_safe_globals(mmengine_checkpoint_globals())
 
 
+# Seconds a collective (all-reduce, broadcast, barrier) waits for a missing process before the
+# job fails: env_cfg.dist_cfg.timeout, for gloo and NCCL alike.
+DIST_TIMEOUT_S = 1800
+
+
+def dist_timeout(cfg: Any) -> int:
+    """Set env_cfg.dist_cfg.timeout to DIST_TIMEOUT_S unless the config sets it; its value.
+
+    mmengine's `init_dist` (the GPU path, NCCL) passes dist_cfg to `init_process_group`, so the
+    key reaches NCCL there; `setup_cpu_distributed` passes it to gloo. Without this default NCCL
+    would keep torch's own (10 minutes for NCCL in current torch, 30 for gloo).
+
+    Raises:
+        ValueError: A timeout that is not a positive number of seconds.
+    """
+    if cfg.get('env_cfg') is None:
+        cfg.env_cfg = {}
+    if cfg.env_cfg.get('dist_cfg') is None:
+        cfg.env_cfg.dist_cfg = {}
+    dist_cfg = cfg.env_cfg.dist_cfg
+    timeout = dist_cfg.setdefault('timeout', DIST_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f'env_cfg.dist_cfg.timeout must be a positive number of seconds, '
+                         f'got {timeout!r}')
+    return timeout
+
+
 def setup_cpu_distributed(cfg: Any, launcher: str) -> None:
-    """Make a torchrun launch work without GPUs; leave the GPU path (NCCL) untouched.
+    """Give every distributed launch the collective timeout of the config (`dist_timeout`),
+    and make a torchrun launch work without GPUs; leave the rest of the GPU path (NCCL) to
+    mmengine.
 
     mmengine 0.10.7 under torchrun calls `torch.cuda.set_device` (fails without a GPU), wraps
     the model in DDP with `device_ids=[LOCAL_RANK]` (ValueError for CPU modules) and defaults to
     NCCL. Without CUDA we start the process group ourselves with gloo (mmengine then skips its
     own init) and build DDP with `device_ids=None`.
     """
-    if launcher == 'none' or torch.cuda.is_available():
+    if launcher == 'none':
         return
+    seconds = dist_timeout(cfg)
+    if torch.cuda.is_available():
+        return  # mmengine's init_dist gets dist_cfg, the timeout included
     if launcher != 'pytorch':
         raise ValueError(f'--launcher {launcher} needs GPUs; without GPUs use '
                          'tools/dist_train.sh (torchrun, --launcher pytorch)')
-    dist_cfg = cfg.env_cfg.setdefault('dist_cfg', {})
+    dist_cfg = cfg.env_cfg.dist_cfg
     dist_cfg['backend'] = 'gloo'
-    timeout = datetime.timedelta(seconds=dist_cfg.get('timeout', 1800))
+    timeout = datetime.timedelta(seconds=seconds)
     if not torch_dist.is_initialized():
         torch_dist.init_process_group(backend='gloo', timeout=timeout,
                                       rank=int(os.environ['RANK']),

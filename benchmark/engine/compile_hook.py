@@ -7,8 +7,13 @@ bfloat16 AMP wrapper that fails while dynamo traces mmengine's torch-version che
 has no attribute 'call_setattr'"); torch 2.14 traces it. The convolutional encoders are where
 the time goes, so this hook compiles just them, in place (`nn.Module.compile`: the parameter
 names, hence checkpoints and resume, are unchanged), after ChannelsLastHook has converted them.
-Switch it on with `custom_hooks += [dict(type='CompileHook')]`; `tools/benchmark_speed.py`'s
-`-compile` configurations measure it.
+Switch it on in a config that extends another (a config file does not see its base's keys
+as names, so `custom_hooks += [...]` fails; `_base_.custom_hooks` is the base's list)::
+
+    _base_ = ['./mocov2_r18_tiny_fast.py']
+    custom_hooks = _base_.custom_hooks + [dict(type='CompileHook')]
+
+`tools/benchmark_speed.py`'s `-compile` configurations measure it.
 """
 from typing import List, Optional
 

@@ -98,8 +98,10 @@ def test_cpu_distributed_uses_gloo_and_no_device_ids(monkeypatch):
 
 
 def test_gpu_path_keeps_nccl(monkeypatch):
-    """With CUDA present nothing changes: mmengine's NCCL path runs as shipped."""
+    """With CUDA present mmengine's NCCL path runs as shipped; only the collective timeout is
+    set (tests/engine/test_dist_timeout.py)."""
     cfg = Config(dict(env_cfg=dict(dist_cfg=dict(backend='nccl'))))
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     setup_cpu_distributed(cfg, 'pytorch')
-    assert cfg.env_cfg.dist_cfg.backend == 'nccl' and 'model_wrapper_cfg' not in cfg
+    assert cfg.env_cfg.dist_cfg == dict(backend='nccl', timeout=1800)
+    assert 'model_wrapper_cfg' not in cfg
