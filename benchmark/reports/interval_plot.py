@@ -33,9 +33,13 @@ def _label(row: Row) -> str:
 
 def plot_intervals(rows: Sequence[Row], path: str, title: str = '') -> bool:
     """Write the interval plot of `rows` (one section) to `path`; False (nothing written) if no
-    row of ours has a mean. The paper's rows show in the panels of ours."""
+    row of ours has a mean, or none has an interval or a paired comparison (single runs). The
+    paper's rows show in the panels of ours."""
     pairs = panels_of(rows)
-    if not pairs:
+    spread = any(r['source'] == SUITE and ((r['metrics'].get(main_metric(r['protocol'])[0]) or {})
+                                           .get('ci') or (r.get('compare') or {}).get('paired'))
+                 for r in rows)
+    if not pairs or not spread:  # single runs only: there is no interval to show
         return False
     from matplotlib.figure import Figure
 

@@ -77,7 +77,8 @@ def test_section_figures_name_one_file_or_one_per_section(tmp_path):
     assert one == {TITLE: 'intervals.png'}
     assert (tmp_path / 'one' / 'intervals.png').stat().st_size > 1000
     several = build_rows(records() + series('mocov2', {0: 50.0, 1: 52.0}, epochs=200)
-                         + series('mixco', {0: 60.0}, backbone='resnet50', epochs=200),
+                         + series('mixco', {0: 60.0, 1: 61.0}, backbone='resnet50', epochs=200)
+                         + series('mocov2', {0: 30.0}, backbone='resnet34', epochs=200),
                          read_paper(PAPER_RESULTS))
     names = section_figures(several, str(tmp_path / 'many'))
     assert names == {
@@ -85,7 +86,14 @@ def test_section_figures_name_one_file_or_one_per_section(tmp_path):
         'ResNet-18 · 200 pretraining epochs · tiny-imagenet':
             'intervals_resnet18_200e_tiny-imagenet.png',
         'ResNet-50 · 200 pretraining epochs · tiny-imagenet':
-            'intervals_resnet50_200e_tiny-imagenet.png'}  # paper-only sections: no file
+            'intervals_resnet50_200e_tiny-imagenet.png'}
+    # paper-only sections and single runs (ResNet-34 here): no interval, no file
     assert sorted(p.name for p in (tmp_path / 'many').iterdir()) == sorted(names.values())
     for name in names.values():
         assert read_png(tmp_path / 'many' / name).std() > 0.01
+
+
+def test_single_runs_give_no_plot(tmp_path):
+    rows = build_rows(series('mocov2', {0: 40.0}) + series('mixco', {5: 41.0}))
+    assert not plot_intervals(rows, str(tmp_path / 'single.png'))
+    assert not (tmp_path / 'single.png').exists()
