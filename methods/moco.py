@@ -1,11 +1,12 @@
 """MoCo-v2 (He et al. 2020; Chen et al. 2020) as an mmengine model.
 
 The queue is a persistent buffer (K x D plus a pointer) so that checkpoints carry it; keys come
-from a momentum copy of the encoder updated with lightly's `update_momentum`, with lightly's
-shuffle-BN across processes when more than one process runs.
+from a momentum copy of the encoder updated with lightly's `update_momentum`, with shuffle-BN
+(MoCo paper, sec. 3.3): lightly's shuffle across processes when several run, and in one process
+its emulation by groups (`forward_in_groups`), as the MoCo authors' CIFAR demo does.
 """
 import copy
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -14,9 +15,61 @@ from lightly.models.utils import batch_shuffle, batch_unshuffle, update_momentum
 from mmengine.dist import all_gather, get_world_size
 from mmengine.registry import MODELS
 from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from .base import EncoderModel
 from .precision import at_least_float32, float32_region
+
+SHUFFLE_BN_MODES = ('auto', 'split', 'off')
+
+
+@torch.no_grad()
+def forward_in_groups(modules: Sequence[nn.Module], x: Tensor, groups: int) -> Tensor:
+    """Run `modules` in turn on each of `groups` equal consecutive slices of `x`, separately.
+
+    Each BatchNorm layer in training mode normalises a slice with that slice's own statistics,
+    as `groups` processes holding one slice each would. Every slice updates the running
+    statistics from the layer's values before the call, as each process updates its own; the
+    layer then keeps the mean over the slices of the updated values (the MoCo CIFAR demo's
+    choice: the running mean is the one a single pass over the whole batch would give) and
+    counts one batch. A run over processes checkpoints process 0's values instead, those of one
+    random slice per step; the suite's training and evaluation never read the key encoder's
+    running statistics (evaluation uses the query encoder).
+
+    Args:
+        modules: The encoder's parts, applied one after the other (backbone, head).
+        x: Batch (B, ...), B divisible by `groups`.
+        groups: Number of slices.
+
+    Returns:
+        The outputs (B, ...) of the slices, in the order of `x`.
+    """
+    if x.shape[0] % groups:
+        raise ValueError(f'model.bn_splits={groups} must divide the key batch, got '
+                         f'{x.shape[0]} images; use a batch divisible by {groups} (and '
+                         f'drop_last=True)')
+    layers = [m for module in modules for m in module.modules()
+              if isinstance(m, _BatchNorm) and m.training and m.track_running_stats]
+    start = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+             for m in layers]
+    sums = [(torch.zeros_like(m.running_mean), torch.zeros_like(m.running_var)) for m in layers]
+    outputs = []
+    for i, chunk in enumerate(x.chunk(groups)):
+        if i:  # back to the running statistics before this step
+            for m, (mean, var, count) in zip(layers, start):
+                m.running_mean.copy_(mean)
+                m.running_var.copy_(var)
+                m.num_batches_tracked.copy_(count)
+        for module in modules:
+            chunk = module(chunk)
+        outputs.append(chunk)
+        for m, (mean, var) in zip(layers, sums):
+            mean.add_(m.running_mean)
+            var.add_(m.running_var)
+    for m, (mean, var) in zip(layers, sums):
+        m.running_mean.copy_(mean / groups)
+        m.running_var.copy_(var / groups)
+    return torch.cat(outputs)
 
 
 def info_nce(q: Tensor, k: Tensor, queue: Tensor, temperature: float) -> Tuple[Tensor, Tensor]:
@@ -55,6 +108,13 @@ class MoCo(EncoderModel):
         temperature: tau of InfoNCE (0.2 in MoCo-v2 and the MixCo authors' scripts).
         head_batch_norm: BatchNorm in the projection head (MoCo-v3 style; False in MoCo-v2 and
             the paper). Only the digits demo turns it on, to learn within minutes.
+        shuffle_bn: How the key encoder's BatchNorm avoids seeing exactly the query batch
+            (MoCo paper, sec. 3.3). 'auto': across processes when several run (lightly's
+            shuffle), else 'split'. 'split': shuffle the key batch, normalise it in `bn_splits`
+            groups, unshuffle (each process on its own batch). 'off': no shuffle, BN over the
+            key batch itself.
+        bn_splits: Groups of 'split' (2: the processes of the paper's Tiny-ImageNet setting);
+            must divide the batch of each process.
         data_preprocessor: mmengine data preprocessor config.
         init_cfg: mmengine init config.
     """
@@ -66,6 +126,8 @@ class MoCo(EncoderModel):
                  key_momentum: float = 0.999,
                  temperature: float = 0.2,
                  head_batch_norm: bool = False,
+                 shuffle_bn: str = 'auto',
+                 bn_splits: int = 2,
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(backbone, data_preprocessor, init_cfg)
@@ -75,6 +137,10 @@ class MoCo(EncoderModel):
             raise ValueError(f'model.key_momentum must be in [0, 1), got {key_momentum}')
         if temperature <= 0:
             raise ValueError(f'model.temperature must be > 0, got {temperature}')
+        if shuffle_bn not in SHUFFLE_BN_MODES:
+            raise ValueError(f'model.shuffle_bn {shuffle_bn!r} not in {SHUFFLE_BN_MODES}')
+        if isinstance(bn_splits, bool) or not isinstance(bn_splits, int) or bn_splits < 1:
+            raise ValueError(f'model.bn_splits must be an integer >= 1, got {bn_splits!r}')
         dim = self.backbone.feature_dim
         self.projection_head = MoCoProjectionHead(dim, dim, feature_dim, batch_norm=head_batch_norm)
         self.backbone_momentum = copy.deepcopy(self.backbone)
@@ -83,6 +149,8 @@ class MoCo(EncoderModel):
             param.requires_grad = False
         self.key_momentum = key_momentum
         self.temperature = temperature
+        self.shuffle_bn = shuffle_bn
+        self.bn_splits = bn_splits
         self.register_buffer('queue', F.normalize(torch.randn(queue_size, feature_dim), dim=1))
         self.register_buffer('queue_ptr', torch.zeros((), dtype=torch.long))
 
@@ -94,17 +162,44 @@ class MoCo(EncoderModel):
         """Normalised query projections (N, D), float32 (also under autocast), with gradient."""
         return F.normalize(at_least_float32(self.projection_head(self.backbone(x))), dim=1)
 
+    def key_shuffle(self, world_size: Optional[int] = None) -> str:
+        """'across' (processes), 'split' (groups of one process's batch) or 'off', for a run of
+        `world_size` processes (default: this one's)."""
+        world_size = get_world_size() if world_size is None else world_size
+        if self.shuffle_bn == 'auto':
+            return 'across' if world_size > 1 else 'split'
+        return self.shuffle_bn
+
+    def key_batch_norm(self, world_size: Optional[int] = None) -> str:
+        """The key encoder's BatchNorm regime as a results record states it."""
+        world_size = get_world_size() if world_size is None else world_size
+        mode = self.key_shuffle(world_size)
+        if mode == 'across':
+            return f'shuffle across {world_size} processes'
+        if mode == 'split':
+            where = 'one process' if world_size == 1 else f'on each of {world_size} processes'
+            return f'split into {self.bn_splits} groups ({where})'
+        return 'none'
+
     @torch.no_grad()
     def embed_keys(self, x: Tensor) -> Tensor:
         """Momentum-update the key encoder, then normalised float32 keys (N, D) with shuffle-BN."""
         update_momentum(self.backbone, self.backbone_momentum, self.key_momentum)
         update_momentum(self.projection_head, self.projection_head_momentum, self.key_momentum)
-        distributed = get_world_size() > 1
-        if distributed:  # shuffle-BN: BN statistics of a key batch come from other samples
+        mode = self.key_shuffle()
+        if mode == 'across':  # BN statistics of a key come from other processes' samples
             x, shuffle = batch_shuffle(x, distributed=True)
-        k = self.projection_head_momentum(self.backbone_momentum(x))  # (N, D)
-        if distributed:
-            k = batch_unshuffle(k, shuffle, distributed=True)
+            k = batch_unshuffle(self.projection_head_momentum(self.backbone_momentum(x)),
+                                shuffle, distributed=True)
+        elif mode == 'split' and self.backbone_momentum.training:
+            # One process as bn_splits processes would see it: a random permutation, BN
+            # statistics per group of the permuted batch, keys back in the batch's order.
+            # In eval mode BN uses running statistics, and no permutation is drawn.
+            x, shuffle = batch_shuffle(x)
+            encoder = (self.backbone_momentum, self.projection_head_momentum)
+            k = batch_unshuffle(forward_in_groups(encoder, x, self.bn_splits), shuffle)
+        else:
+            k = self.projection_head_momentum(self.backbone_momentum(x))  # (N, D)
         return F.normalize(at_least_float32(k), dim=1)  # the float32 queue stores them as they are
 
     @torch.no_grad()

@@ -1,4 +1,5 @@
-"""RunInfoHook: world size, total batch, time per epoch and peak memory, kept in checkpoint meta."""
+"""RunInfoHook: world size, total batch, time per epoch, peak memory and the key encoder's
+BatchNorm regime, kept in checkpoint meta."""
 import resource
 import time
 from typing import List, Optional
@@ -6,6 +7,8 @@ from typing import List, Optional
 import torch
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+
+from benchmark import dist
 
 
 def peak_memory_gb() -> tuple:
@@ -20,7 +23,9 @@ class RunInfoHook(Hook):
     """Store what a results record needs in every checkpoint's meta.
 
     world size, total batch, mean wall time per training epoch and peak memory: mmengine keeps
-    none of them, and an evaluation of the checkpoint later must still report them.
+    none of them, and an evaluation of the checkpoint later must still report them. For a
+    model with a momentum key encoder (MoCo and its family) also ``key_bn``: how its BatchNorm
+    was kept from seeing the query batch (`MoCo.key_batch_norm`).
     """
 
     priority = 'HIGH'  # before CheckpointHook (VERY_LOW) saves at the end of an epoch
@@ -43,11 +48,15 @@ class RunInfoHook(Hook):
         """The run's facts as stored in checkpoint meta."""
         memory, kind = peak_memory_gb()
         times = self.epoch_seconds
-        return dict(world_size=runner.world_size,
+        info = dict(world_size=runner.world_size,
                     total_batch=runner.world_size * runner.train_dataloader.batch_size,
                     epoch_seconds=list(times),
                     time_s_per_epoch=sum(times) / len(times) if times else None,
                     peak_memory_gb=memory, memory_kind=kind)
+        key_bn = getattr(dist.unwrap(getattr(runner, 'model', None)), 'key_batch_norm', None)
+        if callable(key_bn):
+            info['key_bn'] = key_bn(runner.world_size)
+        return info
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         checkpoint.setdefault('meta', {}).update(self.info(runner))

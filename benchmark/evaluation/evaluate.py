@@ -168,7 +168,9 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
                              last if osp.isfile(last) else None,
                              cfg.pretty_text if config_text is None else config_text,
-                             extra=dict(memory_kind=info['memory_kind']), setting=setting)
+                             extra=dict(memory_kind=info['memory_kind'],
+                                        **{k: info[k] for k in ('key_bn',) if k in info}),
+                             setting=setting)
     runner.logger.info(f'evaluation record: {path}')
     runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
     log_record(runner.visualizer, json.loads(Path(path).read_text()))

@@ -8,7 +8,7 @@ import pytest
 from tests.methods.gloo_pair import run_on_two_processes
 
 TWO_PROCESS_MODULES = ('tests.methods.test_distributed', 'tests.methods.test_sync_bn',
-                       'tests.methods.test_simclr_authors')
+                       'tests.methods.test_simclr_authors', 'tests.methods.test_key_shuffle_bn')
 
 
 @pytest.fixture(scope='session')

@@ -7,8 +7,9 @@ got 0``. The keys a component accepts come from the ``__init__`` signatures of t
 registered in mmengine's root registries (``methods`` and ``benchmark`` register there); the
 values each key takes come from the field table (config_fields), which has an entry for every
 parameter. Checked here across fields: no NaN or infinity anywhere, an even batch for MixCo,
-device views with a raw dataset, workers for persistent_workers, and a MoCo queue at least the
-total batch of all processes (the world size comes from torchrun's WORLD_SIZE).
+device views with a raw dataset, workers for persistent_workers, a MoCo queue at least the
+total batch of all processes, and a batch that MoCo's split shuffle-BN divides into
+model.bn_splits groups (the world size comes from torchrun's WORLD_SIZE).
 """
 import importlib
 import inspect
@@ -70,7 +71,9 @@ def validate_config(cfg: Config, world_size: Optional[int] = None) -> None:
     if model_type.startswith('MixCo') and loader.get('batch_size', 2) % 2:
         raise ConfigError(f"train_dataloader.batch_size must be even for {model_type} (it mixes "
                           f"the two halves of each batch), got {loader['batch_size']}")
-    _check_queue(cfg, _world_size() if world_size is None else world_size)
+    world_size = _world_size() if world_size is None else world_size
+    _check_queue(cfg, world_size)
+    _check_bn_splits(cfg, world_size)
     try:  # views on the device need a raw_uint8 dataset, and the other way round
         check_view_pairing(cfg)
     except ValueError as err:
@@ -117,6 +120,24 @@ def _check_queue(cfg: Config, world_size: int) -> None:
         raise ConfigError(f'model.queue_size ({queue}) must be >= the total batch, {world_size} '
                           f'process(es) x train_dataloader.batch_size {loader["batch_size"]} = '
                           f'{total}; raise model.queue_size or lower the batch')
+
+
+def _check_bn_splits(cfg: Config, world_size: int) -> None:
+    """Where a MoCo-family key encoder splits its batch into BatchNorm groups (shuffle_bn='split',
+    or 'auto' in one process), model.bn_splits divides the batch of each process."""
+    model, loader = cfg.model, cfg.get('train_dataloader') or {}
+    cls = MODELS.get(model.get('type')) if isinstance(model.get('type'), str) else None
+    if cls is None or 'bn_splits' not in parameters_of(cls)[0] or 'batch_size' not in loader:
+        return
+    mode = model.get('shuffle_bn', _default(cls, 'shuffle_bn'))
+    splits, batch = model.get('bn_splits', _default(cls, 'bn_splits')), loader['batch_size']
+    if not (mode == 'split' or (mode == 'auto' and world_size == 1)):
+        return
+    if isinstance(splits, int) and isinstance(batch, int) and splits > 0 and batch % splits:
+        raise ConfigError(f'train_dataloader.batch_size ({batch}) must be divisible by '
+                          f'model.bn_splits ({splits}): with {world_size} process(es) and '
+                          f'model.shuffle_bn={mode!r} the key encoder normalises each batch in '
+                          f'{splits} groups; change either, or set model.shuffle_bn=\'off\'')
 
 
 # Module paths that configs of earlier versions of the suite listed in custom_imports.

@@ -26,6 +26,7 @@ from benchmark.engine.config.rules import (Closed, Extra, Free, Rule, Section, S
                                            regex, signal_name, signal_names, template, text)
 from methods.backbones import RESNETS
 from methods.mixco import LAMBDA_DISTRIBUTIONS, LAMBDA_SCOPES, PAIRINGS, TARGET_MODES
+from methods.moco import SHUFFLE_BN_MODES
 from methods.unmix import SCHEDULES
 
 SPLITS = ('train', 'val', 'test')
@@ -134,7 +135,9 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
     'methods.backbones.build_resnet': dict(depth=one_of(tuple(RESNETS), 'depth'),
                                            small_stem=flag),
     'methods.moco.MoCo': dict(feature_dim=SIZE, queue_size=SIZE, key_momentum=momentum,
-                              temperature=positive, head_batch_norm=flag),
+                              temperature=positive, head_batch_norm=flag,
+                              shuffle_bn=one_of(SHUFFLE_BN_MODES, 'shuffle_bn mode'),
+                              bn_splits=SIZE),  # check._check_bn_splits: it divides the batch
     'methods.mixco_moco.MixCoMoCo': MIX,
     'methods.simclr.SimCLR': dict(feature_dim=SIZE, temperature=positive, joint_forward=flag,
                                   head_batch_norm=flag, gather_negatives=flag, sync_bn=flag),
