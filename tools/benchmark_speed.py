@@ -2,6 +2,8 @@
 
 Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
+Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2 \
+                                        --input-size 64 --feature-images 4096
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
 """
@@ -57,7 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='dataloader workers (default: the config\'s)')
     p.add_argument('--threads', type=int, help='torch and faiss threads (default: 1 on CPU, '
                    'robust to other load on the cores; torch\'s default on GPU)')
-    for name in ('feature_images', 'views_native', 'views_repeats'):
+    for name in ('feature_images', 'feature_batch', 'views_native', 'views_repeats'):
         p.add_argument(f'--{name.replace("_", "-")}', type=int, default=getattr(d, name))
     for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
         p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
@@ -90,7 +92,7 @@ def settings(args: argparse.Namespace) -> Settings:
     for name in s.configs:
         config_settings(s, name)  # raises on a bad name
     counts = ('input_size', 'batch', 'repeats', 'pipeline_rounds', 'pipeline_iters',
-              'feature_images', 'knn_bank', 'knn_queries', 'knn_dim', 'knn_k', 'knn_classes',
+              'feature_images', 'feature_batch', 'knn_bank', 'knn_queries', 'knn_dim', 'knn_k', 'knn_classes',
               'knn_chunk', 'knn_repeats', 'views_native', 'views_repeats', 'threads', 'images')
     bad = [f'--{n.replace("_", "-")}={getattr(s, n)}' for n in counts
            if getattr(s, n) is not None and getattr(s, n) < 1]

@@ -1,5 +1,6 @@
 """Speed of evaluation: feature extraction through the backbone, and faiss kNN against lightly's
 kNN and the bare matrix product (the BLAS floor)."""
+import math
 import statistics
 from typing import Dict, List
 
@@ -10,20 +11,53 @@ from benchmark.harness.speed.timing import Settings, in_turn, timed
 
 
 def bench_features(s: Settings, device: torch.device, data_root: str) -> dict:
-    """Images/s of extract_features (files decoded, test view, forward) at its defaults."""
-    from torch.utils.data import Subset
+    """Images/s of extract_features at batch s.feature_batch (files decoded in the test view,
+    forward, features back on the CPU), beside its two halves measured alone: reading the
+    batches (decode + test view through the DataLoader, s.num_workers workers, default 0) and
+    the backbone's forward on a batch already on `device`. The three run in turn, 3 rounds.
+
+    The halves bound what another device can gain: a faster forward leaves the reading as it is
+    (unless more loader workers share it).
+    """
+    from torch.utils.data import DataLoader, Subset
 
     from benchmark.data import TinyImageNet
     from benchmark.evaluation.features import extract_features
     from methods.backbones import build_resnet
+    workers, batch = s.num_workers or 0, s.feature_batch
     dataset = TinyImageNet(data_root, 'train', s.input_size, view='test')
     dataset = Subset(dataset, range(min(s.feature_images, len(dataset))))
-    backbone = build_resnet(s.depth, s.small_stem).to(device)
+    backbone = build_resnet(s.depth, s.small_stem).to(device).eval()
+    inputs = torch.randn(batch, 3, s.input_size, s.input_size, generator=torch.Generator()
+                         .manual_seed(0)).to(device)
+    forwards = math.ceil(len(dataset) / batch)  # as many images as the extraction's
+
+    def extract():
+        extract_features(backbone, dataset, batch, workers, progress=False)
+
+    def read():
+        for _ in DataLoader(dataset, batch_size=batch, num_workers=workers):
+            pass
+
+    @torch.no_grad()
+    def forward():
+        for _ in range(forwards):
+            backbone(inputs)
+
     extract_features(backbone, Subset(dataset, range(8)), progress=False)  # warm-up
-    times = [timed(lambda: extract_features(backbone, dataset, progress=False), device)
-             for _ in range(3)]
-    return dict(images=len(dataset), seconds=times,
-                images_per_s=len(dataset) / statistics.median(times))
+    forward()
+    times: Dict[str, List[float]] = dict(extract=[], read=[], forward=[])
+    for r in range(3):
+        for name, fn in in_turn([('extract', extract), ('read', read), ('forward', forward)], r):
+            times[name].append(timed(fn, device))
+    n = len(dataset)
+    return dict(images=n, batch=batch, input_size=s.input_size, depth=s.depth,
+                small_stem=s.small_stem, workers=workers, device=str(device),
+                torch_threads=torch.get_num_threads(), seconds=times['extract'],
+                read_seconds=times['read'], forward_seconds=times['forward'],
+                images_per_s=n / statistics.median(times['extract']),
+                read_images_per_s=n / statistics.median(times['read']),
+                forward_images_per_s=forwards * batch / statistics.median(times['forward']))
 
 
 def knn_mismatches(scores, ours, theirs, bank, queries, k: int) -> tuple:

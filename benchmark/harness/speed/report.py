@@ -89,6 +89,17 @@ def views_line(v: dict) -> str:
             f'image {ms["pil_per_image"]:.1f} ms (one worker), kornia {kornia}.')
 
 
+def features_line(f: dict) -> str:
+    """Feature extraction's images/s and, where measured, its two halves alone."""
+    line = f'Feature extraction: {f["images_per_s"]:.1f} images/s'
+    if 'forward_images_per_s' in f:
+        line += (f' (ResNet-{f["depth"]}, {f["input_size"]} px, batch {f["batch"]}, '
+                 f'{f["workers"]} loader workers, {f["torch_threads"]} threads, {f["device"]}); '
+                 f'reading the batches alone {f["read_images_per_s"]:.1f}, the forward pass '
+                 f'alone {f["forward_images_per_s"]:.1f}')
+    return line + '.'
+
+
 def markdown(result: dict, s: Settings) -> str:
     """Every part present in the result, as tables and lines."""
     lines = header(result, s)
@@ -99,7 +110,7 @@ def markdown(result: dict, s: Settings) -> str:
     if 'paper_setting_config' in result:
         lines += [paper_line(result), '']
     if 'features' in result:
-        lines += [f'Feature extraction: {result["features"]["images_per_s"]:.1f} images/s.', '']
+        lines += [features_line(result['features']), '']
     if 'knn' in result:
         k = result['knn']
         lines += [f'kNN ({k["queries"]} queries, bank {k["bank"]} x {k["dim"]}, k={k["k"]}, '

@@ -96,6 +96,7 @@ class Settings:
     images: Optional[int] = None  # training images of the fake folder; None: what the parts need
     data_dir: Optional[str] = None  # keep the fake folder here and reuse it; None: a temp dir
     feature_images: int = 512
+    feature_batch: int = 256  # extract_features' batch (tools/eval.py's --batch-size default)
     knn_bank: int = 50000
     knn_queries: int = 10000
     knn_dim: int = 512

@@ -40,11 +40,20 @@ def test_knn_mismatches_without_disagreement():
     assert knn_mismatches(scores, same, same.clone(), torch.eye(3), torch.eye(3), k=1) == (0, 0)
 
 
-def test_bench_features_times_the_extraction(fake_tiny):
-    s = Settings(depth=18, input_size=16, small_stem=True, feature_images=8)
+def test_bench_features_times_the_extraction_and_its_halves(fake_tiny):
+    """End to end, reading alone and the forward alone, 3 rounds each; 8 images at batch 3
+    make 3 forwards of 3 images."""
+    from benchmark.harness.speed.report import features_line
+    s = Settings(depth=18, input_size=16, small_stem=True, feature_images=8, feature_batch=3)
     result = bench_features(s, torch.device('cpu'), fake_tiny)
-    assert result['images'] == 8 and len(result['seconds']) == 3
+    assert (result['images'], result['batch'], result['workers']) == (8, 3, 0)
+    assert len(result['seconds']) == len(result['read_seconds']) == 3
     assert result['images_per_s'] == 8 / statistics.median(result['seconds'])
+    assert result['read_images_per_s'] == 8 / statistics.median(result['read_seconds'])
+    assert result['forward_images_per_s'] == 9 / statistics.median(result['forward_seconds'])
+    line = features_line(result)
+    assert line.startswith('Feature extraction: ') and '16 px, batch 3, 0 loader workers' in line
+    assert features_line(dict(images_per_s=2.0)) == 'Feature extraction: 2.0 images/s.'
 
 
 def test_knn_mismatches_tells_ties_from_errors():
