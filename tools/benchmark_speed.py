@@ -2,8 +2,7 @@
 
 Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
-Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2 \
-                                        --input-size 64 --feature-images 4096
+Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
 """
