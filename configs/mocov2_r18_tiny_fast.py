@@ -16,5 +16,6 @@ custom_hooks = [dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=1
 # with the PIL path's distributions. Its input_size follows the dataset's (224).
 train_dataloader = dict(dataset=dict(view='raw_uint8'))
 model = dict(data_preprocessor=dict(type='GPUViewPreprocessor', view='mocov2'))
-# torch.compile stays off: `custom_hooks += [dict(type='CompileHook')]` compiles the encoders
+# torch.compile stays off: `custom_hooks = _base_.custom_hooks + [dict(type='CompileHook')]`
+# in a config built on this one compiles the encoders
 # (benchmark/engine/compile_hook.py; mmengine's `compile = True` fails on torch 2.11 with AMP).

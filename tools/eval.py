@@ -79,7 +79,8 @@ def main(argv=None) -> int:
                              args.checkpoint if mine else None, config_identity(cfg),
                              setting=config_setting(cfg, args.config),
                              extra=dict(checkpoint_layout=out['layout'],
-                                        memory_kind=out['meta'].get('memory_kind')))
+                                        memory_kind=out['meta'].get('memory_kind'),
+                                        key_bn=out['meta'].get('key_bn')))
     for name, entry in out['protocols'].items():
         print(f'{name}: ' + ', '.join(f'{k}={v:.2f}' if isinstance(v, float) else f'{k}={v}'
                                       for k, v in entry['metrics'].items()))

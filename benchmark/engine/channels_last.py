@@ -1,8 +1,8 @@
 """channels_last (NHWC) memory format for a model and the images it is fed: `ChannelsLastHook`.
 
 Convolutions and BatchNorm in NHWC skip layout conversions on tensor-core GPUs (cuDNN's fast
-kernels are NHWC) and on oneDNN CPUs. Switch it on with `custom_hooks += [dict(type=
-'ChannelsLastHook')]` (configs/*_fast.py do). The hook converts the model's 4-D parameters and
+kernels are NHWC) and on oneDNN CPUs. Switch it on with `custom_hooks = _base_.custom_hooks +
+[dict(type='ChannelsLastHook')]` in a config (configs/*_fast.py list it in their hooks). The hook converts the model's 4-D parameters and
 buffers once, before the first step (and before a resume loads the optimizer state), and adds a
 forward pre-hook that converts the 4-D image batches the model receives, after the data
 preprocessor, so GPU-side augmentation in a preprocessor is converted as well.
