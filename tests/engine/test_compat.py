@@ -1,15 +1,18 @@
 """The mmengine workarounds in benchmark/compat.py: each test fails without its fix."""
 import pickle
+import random
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
 from mmengine.logging import MessageHub
 
 from benchmark.engine.compat import (
+    MMENGINE_HISTORY_UPDATE,
     allow_mmengine_checkpoints,
     history_buffer_statistic,
     setup_cpu_distributed,
@@ -82,6 +85,70 @@ def test_getattr_stand_in_only_serves_history_buffer_statistics():
     import os
     with pytest.raises(pickle.UnpicklingError):
         history_buffer_statistic(os, 'system')
+
+
+def _sample_stream(seed: int, n: int) -> list:
+    """(value, count) pairs as a message hub receives them: floats, ints and bools."""
+    rng = random.Random(seed)
+    return [(rng.choice([rng.uniform(-3, 3), rng.randint(-5, 5), True, 1e-30]),
+             rng.randint(1, 3)) for _ in range(n)]
+
+
+@pytest.mark.parametrize('max_length', [1, 7, 1000, 1000000])
+def test_history_buffer_values_and_statistics_are_mmengines(max_length):
+    """The amortized update stores what mmengine's np.append stores (values, counts, dtypes,
+    trimming to max_length), so every statistic over every window is mmengine's."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    ours, theirs = HistoryBuffer(max_length=max_length), HistoryBuffer(max_length=max_length)
+    for i, (value, count) in enumerate(_sample_stream(max_length, 2500)):
+        ours.update(value, count)
+        MMENGINE_HISTORY_UPDATE(theirs, value, count)
+        (a, ca), (b, cb) = ours.data, theirs.data
+        assert a.dtype == b.dtype and ca.dtype == cb.dtype
+        assert np.array_equal(a, b) and np.array_equal(ca, cb)
+        if i % 97 == 0:
+            for window in (None, 1, 10, 50, 5000):
+                for stat in ('mean', 'min', 'max'):
+                    assert ours.statistics(stat, window) == theirs.statistics(stat, window)
+            assert ours.current() == theirs.current()
+    with pytest.raises(TypeError):
+        ours.update('1.0')
+
+
+def test_history_buffer_update_does_not_copy_the_history():
+    """mmengine's update copies the whole history each time (np.append): 10,000 updates make
+    10,000 new arrays. Ours writes into spare room: a new array only when the room is full."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    def fresh_arrays(update) -> int:
+        buf, count = HistoryBuffer([0.0], [1]), 0
+        for i in range(10000):
+            before = buf.data[0]
+            update(buf, float(i), 1)
+            count += not np.shares_memory(before, buf.data[0])
+        return count
+
+    assert fresh_arrays(MMENGINE_HISTORY_UPDATE) == 10000  # what the fix removes
+    assert fresh_arrays(HistoryBuffer.update) <= 10  # doublings: 64, 128, ..., 16384
+
+
+def test_history_buffer_pickles_as_mmengine_and_resumes(tmp_path):
+    """A checkpoint holds mmengine's attributes only (no spare room), loads with
+    weights_only=True, and a loaded buffer goes on updating as mmengine's would."""
+    hub = MessageHub.get_instance('compat-history-test')
+    for i in range(300):
+        hub.update_scalar('train/loss', 1.0 / (i + 1))
+    buf = hub.get_scalar('train/loss')
+    assert set(buf.__getstate__()) == {'max_length', '_log_history', '_count_history',
+                                      'statistics_methods'}
+    torch.save({'message_hub': hub.state_dict()}, tmp_path / 'c.pth')
+    allow_mmengine_checkpoints()
+    loaded = torch.load(tmp_path / 'c.pth', weights_only=True)['message_hub']
+    resumed = loaded['log_scalars']['train/loss']
+    assert np.array_equal(resumed.data[0], buf.data[0])
+    resumed.update(0.5)
+    MMENGINE_HISTORY_UPDATE(buf, 0.5, 1)
+    assert np.array_equal(resumed.data[0], buf.data[0]) and resumed.mean(10) == buf.mean(10)
 
 
 def test_cpu_distributed_uses_gloo_and_no_device_ids(monkeypatch):
