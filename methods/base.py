@@ -1,5 +1,8 @@
 """The mmengine model interface shared by every method: a backbone plus a loss."""
-from typing import Dict, Optional
+from collections import OrderedDict
+from functools import reduce
+from operator import add
+from typing import Dict, Optional, Tuple
 
 from mmengine.model import BaseModel
 from torch import Tensor
@@ -17,7 +20,16 @@ class EncoderModel(BaseModel):
         backbone: Keyword arguments of `build_resnet` (depth, small_stem).
         data_preprocessor: mmengine data preprocessor config.
         init_cfg: mmengine init config.
+
+    Attributes:
+        first_pass_starts_with_first_view: Whether the first backbone pass of a training step
+            holds the B images of the first view as its first B inputs (True), other images
+            (False), or unknown (None). The online linear probe takes its features from that
+            pass when True, runs its own pass when False, and compares the images (a read of
+            the device every step) when None.
     """
+
+    first_pass_starts_with_first_view: Optional[bool] = None
 
     def __init__(self,
                  backbone: Optional[dict] = None,
@@ -28,6 +40,23 @@ class EncoderModel(BaseModel):
 
     def loss(self, inputs, data_samples=None) -> Dict[str, Tensor]:
         raise NotImplementedError
+
+    def parse_losses(self, losses: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """mmengine's `parse_losses` without its device work on scalar terms: a term that is
+        one number already is logged as it is (mmengine takes its mean, a copy), and the loss
+        is the sum of the terms named '*loss*' in order (mmengine's starts from 0, one more
+        addition). Same values, same gradients, two to four fewer operations per step."""
+        log_vars = []
+        for name, value in losses.items():
+            if isinstance(value, Tensor):
+                log_vars.append((name, value if value.dim() == 0 else value.mean()))
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, Tensor) for v in value):
+                log_vars.append((name, sum(v.mean() for v in value)))
+            else:
+                raise TypeError(f'{name} is not a tensor or list of tensors')
+        terms = [value for name, value in log_vars if 'loss' in name]
+        loss = reduce(add, terms) if terms else 0
+        return loss, OrderedDict([('loss', loss), *log_vars])
 
     def forward(self, inputs, data_samples=None, mode: str = 'tensor'):
         """mmengine entry point."""

@@ -76,6 +76,8 @@ class IMixMoCo(MoCo):
         **kwargs: Arguments of `MoCo` (temperature: tau = 0.2 in the authors' MoCo runs).
     """
 
+    first_pass_starts_with_first_view = False  # only mixed queries pass the query encoder
+
     def __init__(self,
                  mix_alpha: float = 1.0,
                  mix_lambda_scope: str = 'pair',

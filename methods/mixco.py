@@ -61,8 +61,11 @@ def sample_lambda(num_pairs: int,
     if distribution == 'uniform':
         lam = torch.rand(n, device=device)  # (n,)
     else:
+        if not alpha > 0:
+            raise ValueError(f'Beta concentration must be > 0, got {alpha}')
         conc = torch.full((n,), float(alpha), device=device)
-        lam = torch.distributions.Beta(conc, conc).sample()  # (n,)
+        # Checked above: torch's own argument check would read the device every step.
+        lam = torch.distributions.Beta(conc, conc, validate_args=False).sample()  # (n,)
     return lam.expand(num_pairs).contiguous()  # (M,)
 
 

@@ -119,6 +119,8 @@ class MoCo(EncoderModel):
         init_cfg: mmengine init config.
     """
 
+    first_pass_starts_with_first_view = True  # embed_query(x_q) first (MixCo: x_q, its mixes)
+
     def __init__(self,
                  backbone: Optional[dict] = None,
                  feature_dim: int = 128,

@@ -49,6 +49,8 @@ class SimCLR(EncoderModel):
         init_cfg: mmengine init config.
     """
 
+    first_pass_starts_with_first_view = True  # the first pass starts with x_a
+
     def __init__(self,
                  backbone: Optional[dict] = None,
                  feature_dim: int = 128,

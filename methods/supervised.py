@@ -19,6 +19,8 @@ class Supervised(EncoderModel):
         init_cfg: mmengine init config.
     """
 
+    first_pass_starts_with_first_view = True  # one pass over the one view
+
     def __init__(self,
                  num_classes: int = 200,
                  backbone: Optional[dict] = None,

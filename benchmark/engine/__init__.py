@@ -3,7 +3,8 @@
 | hook (registered name) | file | what it does |
 |---|---|---|
 | SafeCheckpointHook | checkpoint_hook.py | atomic checkpoints with every process's RNG states, `iter_<n>.pth`, resume mid-epoch, never saves non-finite weights |
-| NaNGuardHook | nan_guard.py | stops the run at the first non-finite loss term, before anything is saved (exit 3, diverged record) |
+| NaNGuardHook | nan_guard.py | stops the run at a non-finite loss term within one logging interval (checked there, at each epoch's end and before every checkpoint save), naming the iteration where it appeared; nothing is saved after it (exit 3, diverged record) |
+| DeferredRuntimeInfoHook (default_hooks.runtime_info) | deferred_log.py | mmengine's RuntimeInfoHook, with the step's log variables read from the device once per logging interval (and before checkpoints) instead of every iteration |
 | PreemptionHook | preemption.py | SIGTERM/SIGUSR1: finish the step, save through SafeCheckpointHook, exit 143 |
 | RunInfoHook | run_info.py | world size, total batch, time per epoch and peak memory into checkpoint meta |
 | ChannelsLastHook | channels_last.py | weights and image batches in NHWC; distributed runs wrap in ChannelsLastDistributedDataParallel (converted before DDP's buckets) |
@@ -16,6 +17,6 @@ Other modules: `config/` (`check`, with `schema` the machinery, `fields` the tab
 field's range, `rules` the rules, `views` the device-view rules): every key and value checked
 before anything is built; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
-`--resume` continues from; `compat`: the mmengine 0.10.7 fixes; `rng_state`: RNG states as
+`--resume` continues from; `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
 checkpoint-safe data.
 """

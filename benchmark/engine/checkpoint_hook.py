@@ -17,7 +17,7 @@ from mmengine.registry import HOOKS
 
 from benchmark import dist
 from benchmark.atomic_io import atomic_write_text, fsync_dir
-from benchmark.engine.nan_guard import DivergedError
+from benchmark.engine.nan_guard import DivergedError, NaNGuardHook
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
 from benchmark.layout import ITER_CHECKPOINT, LAST_CHECKPOINT
@@ -41,7 +41,8 @@ class SafeCheckpointHook(CheckpointHook):
       them back and starts the sampler where the checkpoint left the epoch.
     * ``iter_interval`` adds `iter_<n>.pth` every n iterations (only the newest is kept), so a
       kill loses at most n iterations.
-    * A model with non-finite weights is never saved.
+    * A model with non-finite weights is never saved, and the loss terms the NaN guard has not
+      checked yet are checked before anything is written.
 
     Args:
         iter_interval: Also save every this many iterations (0: epoch checkpoints only).
@@ -97,6 +98,9 @@ class SafeCheckpointHook(CheckpointHook):
                 os.remove(old)
 
     def _write(self, runner, filename: str, by_epoch: bool, meta: Optional[dict] = None) -> None:
+        for hook in runner.hooks:  # the loss terms not yet checked, first: they name the step
+            if isinstance(hook, NaNGuardHook):
+                hook.check(runner)
         model = dist.unwrap(runner.model)
         bad = non_finite_tensors(model.state_dict())
         if dist.any_process(bool(bad)):  # collective: every process stops, none waits in a gather

@@ -4,7 +4,11 @@ pretraining (as solo-learn, lightly and stable-pretraining do), its val accuracy
 The head reads the features the method's own first backbone pass computes for the first view
 (train-mode BatchNorm, as solo-learn's online classifier). Where that pass sees other images
 (i-Mix feeds only mixed ones), the hook runs one extra pass over the first view, without
-gradient and in eval mode, which updates no BatchNorm statistics. The features are detached,
+gradient and in eval mode, which updates no BatchNorm statistics. Which of the two applies, the
+model says (`first_pass_starts_with_first_view`: False for i-Mix, True for the suite's other
+methods), so a step reads nothing back from the device; the hook checks a True against the
+images at logging iterations, and compares them every step for a model that says nothing. The
+probe's own step (a linear layer, its SGD step) only queues device work. The features are detached,
 so the encoder's gradients never change; the head starts at zero and its SGD draws nothing,
 and the per-epoch validation runs between saved and restored RNG states, so the run's random
 draws (views, MixCo's λ, shuffle-BN) are the same with and without the probe.
@@ -22,6 +26,7 @@ from torch.nn.utils import skip_init
 from torch.utils.data import Subset
 
 from benchmark import dist
+from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
@@ -57,12 +62,22 @@ def probe_step(head: nn.Linear, optimizer: torch.optim.Optimizer, features: Tens
 
 
 class FeatureTap:
-    """Catches the backbone's output for the first view of the current training step."""
+    """Catches the backbone's output for the first view of the current training step.
+
+    `first_pass` says what the method's first backbone pass of a step holds: True, the first
+    view as its first B images (taken without looking); False, other images (the hook runs
+    its own pass); None, unknown: compared with the view (`torch.equal`), which makes the host
+    wait for the device. With `verify` set, a True is compared too; `mismatch` records a
+    failed comparison.
+    """
 
     def __init__(self) -> None:
         self.view: Optional[Tensor] = None  # (B, 3, H, W) first view of this step
         self.labels: Optional[Tensor] = None  # (B,)
         self.features: Optional[Tensor] = None  # (B, C), detached
+        self.first_pass: Optional[bool] = None
+        self.verify = False
+        self.mismatch = False
 
     def after_preprocess(self, module: nn.Module, args: Any, output: Any) -> None:
         if not module.training or not isinstance(output, dict):
@@ -73,11 +88,18 @@ class FeatureTap:
             self.view, self.labels, self.features = view, labels.long(), None
 
     def after_backbone(self, module: nn.Module, args: Any, output: Any) -> None:
-        if self.view is None or self.features is not None or not module.training:
+        if (self.view is None or self.features is not None or not module.training
+                or self.first_pass is False):
             return
         images, b = args[0], self.view.shape[0]
-        if images.shape[0] >= b and torch.equal(images[:b], self.view):
-            self.features = output[:b].detach()  # query view first: MoCo, MixCo, SimCLR, ...
+        if images.shape[0] < b:
+            return
+        if self.first_pass is None or self.verify:
+            same = images is self.view or torch.equal(images[:b], self.view)
+            if not same:
+                self.mismatch = self.first_pass is True
+                return
+        self.features = output[:b].detach()  # query view first: MoCo, MixCo, SimCLR, ...
 
     def clear(self) -> None:
         self.view = self.labels = self.features = None
@@ -124,6 +146,7 @@ class OnlineLinearProbeHook(Hook):
         self._handles: list = []
         self._pending: Optional[dict] = None
         self._val: Optional[Subset] = None
+        self._every = 1  # the logging interval, where the tap verifies the model's word
 
     def settings(self) -> Dict[str, Any]:
         return dict(lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay,
@@ -172,6 +195,8 @@ class OnlineLinearProbeHook(Hook):
     def before_train(self, runner) -> None:
         model = dist.unwrap(runner.model)
         self.val_subset(runner.cfg)  # a broken val split fails now
+        self._tap.first_pass = getattr(model, 'first_pass_starts_with_first_view', None)
+        self._every = logger_interval(runner) or 1
         dim = getattr(model.backbone, 'feature_dim', None)  # else: from the first features
         if dim is not None and self.head is None:
             self._build(dim, next(model.backbone.parameters()).device)
@@ -199,11 +224,20 @@ class OnlineLinearProbeHook(Hook):
     # -- training ----------------------------------------------------------------------------
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
         self._tap.clear()
+        # The model's word on its first pass is checked where the host reads anyway.
+        self._tap.verify = self._tap.first_pass is True and reads_logs(runner, batch_idx,
+                                                                       self._every)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         tap = self._tap
         if tap.view is None:
             return  # no labelled first view seen in this step
+        if tap.mismatch:
+            tap.first_pass, tap.mismatch = None, False  # compare every step from now on
+            runner.logger.warning(
+                f'{type(dist.unwrap(runner.model)).__name__}.first_pass_starts_with_first_view '
+                f'is True, but the first backbone pass of iteration {runner.iter + 1} saw '
+                'other images; the online probe now compares them every step')
         features = tap.features
         if features is None:  # the method's first pass saw other images (i-Mix)
             backbone = dist.unwrap(runner.model).backbone

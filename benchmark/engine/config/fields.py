@@ -252,6 +252,8 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         save_begin=COUNT, **{'**': Closed('they go to Runner.save_checkpoint, which takes no '
                                           'keyword but those the hook passes')}),
     'benchmark.engine.checkpoint_hook.SafeCheckpointHook': dict(iter_interval=COUNT),
+    'benchmark.engine.deferred_log.DeferredRuntimeInfoHook': dict(interval=optional(SIZE)),
+    'benchmark.engine.nan_guard.NaNGuardHook': dict(interval=optional(SIZE)),
     'benchmark.evaluation.knn_monitor.KNNMonitorHook': dict(
         interval=SIZE, num_train=SIZE, num_test=SIZE, k=SIZE, temperature=positive, seed=SEED,
         batch_size=SIZE, num_workers=COUNT),

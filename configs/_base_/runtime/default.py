@@ -2,6 +2,9 @@
 custom_imports = dict(imports=['methods', 'benchmark.components'], allow_failed_imports=False)
 
 default_hooks = dict(
+    # mmengine's RuntimeInfoHook, but the step's loss terms are read from the device once per
+    # logging interval (and before checkpoints), not after every iteration.
+    runtime_info=dict(type='DeferredRuntimeInfoHook'),
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50),
     param_scheduler=dict(type='ParamSchedulerHook'),
@@ -14,8 +17,8 @@ default_hooks = dict(
 # RunInfoHook stores world size, time per epoch and peak memory in checkpoint meta.
 # KNNMonitorHook logs knn_monitor/top1 of 1,000 train / 500 val images every 10 epochs and
 # after the last one.
-# NaNGuardHook stops the run at the first non-finite loss, before anything is saved;
-# PreemptionHook turns SIGTERM/SIGUSR1 into checkpoint + exit 143.
+# NaNGuardHook stops the run at a non-finite loss within one logging interval, before anything
+# is saved; PreemptionHook turns SIGTERM/SIGUSR1 into checkpoint + exit 143.
 custom_hooks = [dict(type='RunInfoHook'), dict(type='KNNMonitorHook', interval=10),
                 dict(type='NaNGuardHook'), dict(type='PreemptionHook')]
 env_cfg = dict(

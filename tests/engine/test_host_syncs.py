@@ -1,0 +1,92 @@
+"""A training iteration that does not log reads nothing back from the device: every host read
+of a tensor (`.item()`, `.tolist()`, `bool()`, `float()`, `torch.equal`, ...) during a real
+mmengine run is counted, per iteration, with the suite's hooks and the online probe on."""
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+import benchmark.components  # noqa: F401  registers the hooks, Digits and the models
+from benchmark.engine.deferred_log import DeferredRuntimeInfoHook
+from benchmark.engine.nan_guard import NaNGuardHook
+from tests.conftest import ROOT
+
+LOG_INTERVAL, SAVE_AT, ITERATIONS = 4, 6, 12
+READS = ('item', 'tolist', '__bool__', '__float__', '__int__', '__index__', 'numpy', 'cpu')
+
+
+def _cfg(tmp_path, method: str) -> Config:
+    cfg = Config.fromfile(str(ROOT / f'configs/{method}_r18_digits.py'))
+    cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
+                         'train_dataloader.persistent_workers': False,
+                         'train_dataloader.num_batch_per_epoch': ITERATIONS,
+                         'train_cfg.max_epochs': 1, 'model.queue_size': 32,
+                         'default_hooks.logger.interval': LOG_INTERVAL,
+                         'default_hooks.checkpoint.interval': 100,
+                         'default_hooks.checkpoint.save_last': False,
+                         'default_hooks.checkpoint.iter_interval': SAVE_AT})
+    cfg.custom_hooks = [dict(type='RunInfoHook'),
+                        dict(type='OnlineLinearProbeHook', num_test=16, batch_size=16),
+                        dict(type='NaNGuardHook'), dict(type='PreemptionHook')]
+    cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
+    cfg.work_dir, cfg.log_level = str(tmp_path / method), 'WARNING'
+    cfg.experiment_name = f'syncs-{method}-{tmp_path.name}'
+    return cfg
+
+
+def _reads_per_iteration(tmp_path, monkeypatch, method: str) -> dict:
+    """{iteration: host reads of tensors between its first hook and its last} of a real run."""
+    counts, counting = {}, []
+
+    def counted(name, real):
+        def read(*args, **kwargs):
+            if counting:
+                counts[counting[-1]] = counts.get(counting[-1], 0) + 1
+                calls.append((counting[-1], name))
+            return real(*args, **kwargs)
+        return read
+
+    calls = []
+    for name in READS:
+        monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+    monkeypatch.setattr(torch, 'equal', counted('equal', torch.equal))
+    runner = Runner.from_cfg(_cfg(tmp_path, method))
+    loop = runner.train_loop
+    run_iter = loop.run_iter
+
+    def counted_iter(idx, data_batch):
+        counting.append(runner.iter + 1)  # the batch is loaded already: views are not counted
+        try:
+            run_iter(idx, data_batch)
+        finally:
+            counting.pop()
+
+    loop.run_iter = counted_iter
+    runner.train()
+    assert runner.iter == ITERATIONS
+    return counts, calls
+
+
+@pytest.mark.parametrize('method', ['mixco', 'imix'])
+def test_no_host_read_outside_logging_and_checkpoint_iterations(tmp_path, monkeypatch,
+                                                                tiny_backbones, method):
+    """MixCo (the probe takes the features of its joint pass) and i-Mix (the probe runs its own
+    pass): zero reads on iterations that neither log nor save; the logging ones do read (the
+    counter sees the log variables and the NaN guard's check)."""
+    counts, calls = _reads_per_iteration(tmp_path, monkeypatch, method)
+    reading = {i for i in range(1, ITERATIONS + 1) if i % LOG_INTERVAL == 0 or i == SAVE_AT}
+    quiet = {i: counts.get(i, 0) for i in range(1, ITERATIONS + 1) if i not in reading}
+    assert quiet == {i: 0 for i in quiet}, [c for c in calls if c[0] in quiet]
+    assert all(counts.get(i, 0) > 0 for i in range(LOG_INTERVAL, ITERATIONS + 1, LOG_INTERVAL))
+
+
+def test_the_deferred_hooks_are_the_runs_own(tmp_path, tiny_backbones):
+    """The suite's runtime config uses the deferred runtime-info hook; both deferred hooks
+    follow the LoggerHook's interval."""
+    runner = Runner.from_cfg(_cfg(tmp_path, 'mixco'))
+    hooks = {type(h) for h in runner.hooks}
+    assert DeferredRuntimeInfoHook in hooks and NaNGuardHook in hooks
+    runner.train()
+    for hook in runner.hooks:
+        if isinstance(hook, (DeferredRuntimeInfoHook, NaNGuardHook)):
+            assert hook._every == LOG_INTERVAL
