@@ -9,6 +9,7 @@ from mmengine.registry import HOOKS
 
 from benchmark import dist
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
+from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.layout import PREEMPTED_MARKER
 
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a terminated job
@@ -18,9 +19,13 @@ PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a termin
 class PreemptionHook(Hook):
     """Turn SIGTERM/SIGUSR1 into "finish this step, checkpoint, exit 143" on every process.
 
-    The handler only sets a flag; after each iteration all processes agree on it (one tiny
-    all-reduce), save `iter_<n>.pth` through `SafeCheckpointHook`, write the `preempted`
-    marker and exit with code 143. Resume with `--resume`.
+    The handler only sets a flag; after each iteration (in a distributed run: after each
+    logging interval's last iteration, and at each epoch's end) all processes agree on it (one
+    tiny all-reduce), save `iter_<n>.pth` through `SafeCheckpointHook`, write the `preempted`
+    marker and exit with code 143. Resume with `--resume`. One process reads a flag, which
+    costs nothing; the agreement of several is a collective whose result the host must wait
+    for, which every iteration would stop the host from running ahead of the device. A signal
+    is therefore acted on within one logging interval.
 
     Args:
         signals: Signal names to handle.
@@ -31,11 +36,13 @@ class PreemptionHook(Hook):
     def __init__(self, signals=('SIGTERM', 'SIGUSR1')) -> None:
         self.signals = tuple(signals)
         self.received = None
+        self._every = 1  # iterations between agreements of a distributed run
 
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
         self.received = signal.Signals(signum).name
 
     def before_train(self, runner) -> None:
+        self._every = logger_interval(runner) or 1
         for name in self.signals:
             signal.signal(getattr(signal, name), self._handle)
         marker = osp.join(runner.work_dir, PREEMPTED_MARKER)
@@ -43,6 +50,8 @@ class PreemptionHook(Hook):
             os.remove(marker)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if dist.distributed() and not reads_logs(runner, batch_idx, self._every):
+            return
         if not dist.any_process(self.received is not None):
             return
         if (runner.iter + 1) % len(runner.train_dataloader) == 0:

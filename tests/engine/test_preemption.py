@@ -122,3 +122,26 @@ def test_only_rank_0_writes_the_work_dir_marker(tmp_path, exits, monkeypatch):
         hook.after_train_iter(runner, 2)
     assert runner.hooks[1].calls == [('iter', 3)]  # every process saves (collective write)
     assert not (tmp_path / PREEMPTED_MARKER).exists()
+
+
+def test_a_distributed_run_agrees_once_per_logging_interval(tmp_path, exits, monkeypatch):
+    """Several processes agree through a collective (the host waits for its result): only on
+    the iterations that log, here every 4th, and at the epoch's end; one process reads its
+    flag every iteration (free)."""
+    from mmengine.hooks import LoggerHook
+    agreements = []
+    monkeypatch.setattr(preemption.dist, 'distributed', lambda: True)
+    monkeypatch.setattr(preemption.dist, 'any_process',
+                        lambda flag: agreements.append(flag) or flag)
+    hook, runner = PreemptionHook(), _runner(tmp_path, 0)
+    runner.hooks.append(LoggerHook(interval=4))
+    hook._every = preemption.logger_interval(runner)
+    hook._handle(signal.SIGTERM, None)
+    for i in range(2):
+        runner.iter = i
+        hook.after_train_iter(runner, i)  # iterations 1 and 2: no collective
+    assert agreements == [] and runner.hooks[1].calls == []
+    runner.iter = 3
+    with pytest.raises(SystemExit):
+        hook.after_train_iter(runner, 3)  # iteration 4 logs: agreed, saved, exited
+    assert agreements == [True] and runner.hooks[1].calls == [('iter', 4)]
