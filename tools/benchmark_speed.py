@@ -1,8 +1,9 @@
-"""Measure the MixCo family's cost over its baselines, the pipeline's speed and kNN speed.
+"""Measure the MixCo family's cost over its baselines, the pipeline's and the loop's speed, kNN.
 
 Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
 Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2
+The loop's own cost per iteration:  python tools/benchmark_speed.py --only loop
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
 """
@@ -25,8 +26,7 @@ from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings  # noqa
 from benchmark.harness.speed.report import markdown  # noqa: E402
 from benchmark.harness.speed.timing import Settings  # noqa: E402
 
-# --paper: the paper's setting on one GPU (total batch 128) over a 20,000-image folder, one
-# epoch per configuration of the grid; any of these given on the command line wins.
+# --paper: one GPU, batch 128, 20,000 images, an epoch per configuration; the command line wins.
 PAPER = dict(depth=18, input_size=224, batch=128, small_stem=False, images=20000,
              pipeline_iters=None, pipeline_rounds=1, configs=PAPER_GRID)
 

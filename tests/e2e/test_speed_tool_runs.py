@@ -26,7 +26,8 @@ def test_tiny_run_writes_json_and_table(tmp_path, run_main):
     assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
     for key in HEADLINE:
         if key in result and key not in ('faiss_same_predictions',):
-            assert math.isfinite(result[key]) and result[key] > 0, key
+            assert math.isfinite(result[key]), key
+            assert result[key] > 0 or key.startswith('loop_fixed_ms'), key  # a difference
     assert result['faiss_same_predictions'] is True
     steps = result['steps']
     for method in ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr'):

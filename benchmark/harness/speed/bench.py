@@ -9,7 +9,10 @@ because a shared machine's speed drifts over minutes:
 2. pipeline: MoCo-v2 and MixCo through the mmengine Runner on a generated Tiny-ImageNet folder,
    per configuration (views in PIL workers or on the device; fp32 or bf16 + channels_last),
    against bare steps of the same model and batch: images/s, data-wait share, ratios, TFLOP/s;
-3. features and kNN (speed_eval.py); 4. views: drawing a batch's views (speed_views.py).
+3. loop: the suite's Runner against a plain PyTorch loop of the same model, batch and views,
+   with the ResNet and with a near-zero-compute model (its fixed cost per iteration), fresh
+   and after a long run's log history (benchmark/harness/speed/loop.py);
+4. features and kNN (speed_eval.py); 5. views: drawing a batch's views (speed_views.py).
 Images/s always counts source images (B per step), the same for every method.
 """
 import os
@@ -23,6 +26,7 @@ import torch
 from benchmark.harness.speed.eval import bench_features, bench_knn
 from benchmark.harness.speed.floor import (achieved, count_flops, describe_device, device_name,
                                            device_slug, floor_passes, peak_tflops, usable_cores)
+from benchmark.harness.speed.loop import bench_loop
 from benchmark.harness.speed.pipeline import (PIPELINE_METHODS, bench_pipeline, config_name,
                                               config_settings, fake_data, images_needed)
 from benchmark.harness.speed.step import (METHODS, PAIRS, PRECISIONS, build_step, step_inputs,
@@ -31,7 +35,7 @@ from benchmark.harness.speed.views import bench_views
 from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio, step_peak_bytes,
                                       timed)
 
-PARTS = ('step', 'pipeline', 'features', 'knn', 'views')
+PARTS = ('step', 'pipeline', 'loop', 'features', 'knn', 'views')
 MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
                        'torch.cuda.max_memory_allocated growth during one step',
                'cpu': 'cpu: own tensors (weights, optimizer state, inputs) + peak growth of live '
@@ -59,6 +63,12 @@ NOTES = dict(
                         'bare-step images/s',
     paper_setting='the pipeline configuration where MixCo (MoCo-v2) runs fastest; its MixCo '
                   'images/s, data-wait share, MixCo / MoCo-v2 time and memory ratios',
+    loop='per iteration, in blocks run in turn: the suite\'s mmengine Runner (its hooks, the online '
+         'probe, logging every 50 iterations) and a plain PyTorch loop (loss, backward, SGD step) '
+         'on the same model and in-memory views; fixed_ms: median over rounds of Runner - plain '
+         'ms per iteration; phase long: after every training scalar\'s log history was filled '
+         'with `history` values',
+    loop_fixed_ms='loop part, near-zero-compute model: the Runner\'s own ms per iteration',
     faiss_speedup='median over rounds of lightly seconds / faiss seconds',
     knn_over_matmul='median over rounds of faiss seconds / (queries @ bank.T) seconds')
 
@@ -184,7 +194,7 @@ def run(s: Settings, log: Callable[[str], None] = print,
         out['cuda_tf32'] = dict(cudnn=torch.backends.cudnn.allow_tf32,
                                 matmul=torch.backends.cuda.matmul.allow_tf32)
     with tempfile.TemporaryDirectory() as tmp:
-        if 'pipeline' not in s.skip or 'features' not in s.skip:
+        if {'pipeline', 'loop', 'features'} - set(s.skip):
             log(f'generating {images_needed(s)} images ...')
             start = time.perf_counter()
             data_root = fake_data(s, tmp)
@@ -207,6 +217,13 @@ def run(s: Settings, log: Callable[[str], None] = print,
             out.update(compile_speedup(grid))
             if s.paper:
                 out.update(paper_keys(grid))
+        if 'loop' not in s.skip:
+            log('training loop against a plain PyTorch loop ...')
+            loop = out['loop'] = bench_loop(s, device, data_root, tmp, log)
+            out.update(loop_fixed_ms=loop['null']['fresh']['fixed_ms'],
+                       loop_fixed_ms_long_run=loop['null']['long']['fixed_ms'],
+                       loop_time_ratio=loop['resnet']['fresh']['ratio'])
+            saved('loop')
         if 'features' not in s.skip:
             log('feature extraction ...')
             out['features'] = bench_features(s, device, data_root)
@@ -232,7 +249,8 @@ def load_average() -> Optional[List[float]]:
 
 HEADLINE = (*[f'{p}_{k}' for p in PAIRS for k in ('time_ratio', 'floor_passes', 'floor_flops',
                                                   'memory_ratio')],
-            'pipeline_efficiency', 'paper_setting_config', 'paper_setting_images_per_s',
+            'pipeline_efficiency', 'loop_fixed_ms', 'loop_fixed_ms_long_run', 'loop_time_ratio',
+            'paper_setting_config', 'paper_setting_images_per_s',
             'paper_setting_data_wait', 'paper_setting_time_ratio', 'paper_setting_memory_ratio',
             'paper_setting_peak_fraction', 'paper_setting_bound', 'compile_speedup', 'faiss_speedup',
             'faiss_same_predictions', 'knn_over_matmul')

@@ -3,6 +3,7 @@ one row per pipeline configuration and method, and a line per evaluation part.""
 from typing import List, Optional
 
 from benchmark.harness.speed.floor import NO_PEAK, peak_line
+from benchmark.harness.speed.loop import loop_line
 from benchmark.harness.speed.step import METHODS, PAIRS
 from benchmark.harness.speed.timing import Settings
 
@@ -109,6 +110,8 @@ def markdown(result: dict, s: Settings) -> str:
         lines += pipeline_table(result) + ['']
     if 'paper_setting_config' in result:
         lines += [paper_line(result), '']
+    if 'loop' in result:
+        lines += [loop_line(result['loop'], s), '']
     if 'features' in result:
         lines += [features_line(result['features']), '']
     if 'knn' in result:

@@ -111,5 +111,10 @@ class Settings:
     configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
     paper: bool = False  # the paper's setting: the headline paper_setting_* keys
     views_native: int = 64  # side of the decoded images of the views part
+    loop_rounds: int = 5  # loop part: rounds of Runner and plain-loop blocks in turn
+    loop_iters: int = 8  # loop part: iterations per block with the ResNet
+    loop_null_iters: int = 100  # loop part: iterations per block with the near-zero model
+    loop_history: int = 100000  # loop part: logged values per scalar in its second phase
+    loop_warmup: int = 5  # loop part: untimed iterations of each loop first
     views_repeats: int = 5
     skip: Sequence[str] = field(default_factory=tuple)  # of PARTS

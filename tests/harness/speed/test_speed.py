@@ -66,8 +66,8 @@ def test_compile_speedup_pairs_each_compiled_configuration_with_its_eager_one():
 
 def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
     """A run cut short (a GPU job's time limit) keeps each finished part: run() hands save() the
-    result so far, marked partial, after the steps, each pipeline configuration, the features
-    and kNN; the result it returns is whole and unmarked. Every part is a stub here."""
+    result so far, marked partial, after the steps, each pipeline configuration, the loop
+    comparison, the features and kNN; the result it returns is whole and unmarked. Every part is a stub here."""
     def pipeline(c, device, data_root, tmp, flops, peak, tag):
         m = dict(median_images_per_s=2.0 if tag.startswith('gpu') else 1.0, median_data_wait_fraction=0.0,
                  median_efficiency=1.0, bound='compute')
@@ -78,6 +78,9 @@ def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
         mocov2=dict(flops_per_image=1.0), mixco=dict(flops_per_image=1.5)))
     monkeypatch.setattr(speed, 'step_ratios', lambda steps: dict(mixco_moco_time_ratio=1.3))
     monkeypatch.setattr(speed, 'bench_pipeline', pipeline)
+    phase = dict(fixed_ms=0.5, ratio=1.01)
+    monkeypatch.setattr(speed, 'bench_loop', lambda s, device, root, tmp, log: dict(
+        resnet=dict(fresh=phase, long=phase), null=dict(fresh=phase, long=dict(phase, fixed_ms=0.6))))
     monkeypatch.setattr(speed, 'bench_features', lambda s, device, root: dict(images_per_s=1.0))
     monkeypatch.setattr(speed, 'bench_knn', lambda s: dict(
         seconds=dict(lightly=[2.0], faiss=[1.0], matmul=[1.0]), mismatches_not_ties=0))
@@ -87,11 +90,12 @@ def test_run_saves_the_result_so_far_after_each_part(monkeypatch, tmp_path):
     result = speed.run(s, log=lambda msg: None, save=lambda r: saves.append(json.dumps(r)))
     saves = [json.loads(r) for r in saves]
     assert [r['partial']['done'] for r in saves] == [
-        'step', 'pipeline pil-fp32', 'pipeline pil-fp32, gpu-fp32', 'features', 'knn']
+        'step', 'pipeline pil-fp32', 'pipeline pil-fp32, gpu-fp32', 'loop', 'features', 'knn']
     assert [list(r.get('pipeline', ())) for r in saves] == [
-        [], ['pil-fp32'], ['pil-fp32', 'gpu-fp32'], ['pil-fp32', 'gpu-fp32'],
-        ['pil-fp32', 'gpu-fp32']]
-    assert saves[0]['mixco_moco_time_ratio'] == 1.3 and 'features' in saves[3]
+        [], ['pil-fp32'], ['pil-fp32', 'gpu-fp32']] + [['pil-fp32', 'gpu-fp32']] * 3
+    assert saves[0]['mixco_moco_time_ratio'] == 1.3 and 'features' in saves[4]
+    assert (saves[3]['loop_fixed_ms'], saves[3]['loop_fixed_ms_long_run'],
+            saves[3]['loop_time_ratio']) == (0.5, 0.6, 1.01)
     assert 'views' not in saves[-1] and saves[-1]['faiss_same_predictions'] is True
     assert 'partial' not in result and result['views'] == dict(views=1)
     assert result['paper_setting_config'] == 'gpu-fp32'
