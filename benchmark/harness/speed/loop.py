@@ -10,7 +10,9 @@ the settings' ResNet and with a backbone of almost no compute (mean colour -> li
 of iterations inside one Runner run (a hook runs the plain loop's blocks between the Runner's),
 A B, B A, ..., and each figure is the median over rounds of adjacent blocks. A second phase
 first fills every training scalar's log history with `history` values, as a long run would
-have, to show whether the cost grows with the run.
+have, to show whether the cost grows with the run. Beside it, the loader's per-sample seeding:
+batches of the same images through the dataset with their seeds (`ResumableSampler`'s keys)
+and without, in the main process and in one worker.
 """
 import copy
 import os
@@ -28,6 +30,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchmark import dist
+from benchmark.data.sampler import SampleKey
+from benchmark.data.seeding import sample_seed
 from benchmark.harness.speed.pipeline import MeasuredEnough, pipeline_cfg
 from benchmark.harness.speed.step import train_step
 from benchmark.harness.speed.timing import Settings, in_turn, sync
@@ -206,6 +210,37 @@ def loop_block(kind: str, s: Settings, device: torch.device, data_root: str, wor
     return out
 
 
+def bench_seeding(s: Settings, data_root: str, batches: int = 8, rounds: int = 3) -> dict:
+    """Milliseconds per batch of the dataset's views with per-sample seeds and without, in
+    turn, with 0 and 1 loader workers (a persistent worker: its start is not timed)."""
+    cfg = pipeline_cfg('mocov2', s, data_root, '.', 'seeding')
+    dataset = DATASETS.build(cfg.train_dataloader.dataset)
+    n = batches * s.batch
+    orders = dict(seeded=[SampleKey(i % len(dataset), sample_seed(0, 0, i)) for i in range(n)],
+                  plain=[i % len(dataset) for i in range(n)])
+    out = {}
+    for workers in (0, 1):
+        loaders = {name: DataLoader(dataset, batch_size=s.batch, sampler=order,
+                                    num_workers=workers, persistent_workers=workers > 0,
+                                    collate_fn=default_collate)
+                   for name, order in orders.items()}
+        seconds: Dict[str, List[float]] = {name: [] for name in loaders}
+        for r in range(rounds + 1):  # round 0 warms up (and starts the workers)
+            for name in in_turn(list(loaders), r):
+                start = time.perf_counter()
+                for _ in loaders[name]:
+                    pass
+                if r:
+                    seconds[name].append((time.perf_counter() - start) / batches)
+        seeded, plain = (statistics.median(seconds[k]) for k in ('seeded', 'plain'))
+        out[f'workers_{workers}'] = dict(
+            seeded_ms=1e3 * seeded, plain_ms=1e3 * plain,
+            ratio=statistics.median(a / b for a, b in zip(seconds['seeded'], seconds['plain'])),
+            per_sample_ms=1e3 * (seeded - plain) / s.batch)
+        del loaders
+    return out
+
+
 def bench_loop(s: Settings, device: torch.device, data_root: str, tmp: str,
                log: Callable[[str], None] = print, kinds=LOOP_KINDS) -> dict:
     """Both model kinds, each fresh and after `loop_history` logged values per scalar."""
@@ -218,6 +253,8 @@ def bench_loop(s: Settings, device: torch.device, data_root: str, tmp: str,
             f'plain {block["fresh"]["median_plain_ms"]:.2f}, fixed cost '
             f'{block["fresh"]["fixed_ms"]:.2f} ms ({block["long"]["fixed_ms"]:.2f} after '
             f'{out["history"]} logged values)')
+    seeding = out['seeding'] = bench_seeding(s, data_root)
+    log('  loader seeding: ' + ', '.join(f'{w}: x{v["ratio"]:.3f}' for w, v in seeding.items()))
     return out
 
 
@@ -234,6 +271,14 @@ def loop_line(result: dict, s: Optional[Settings] = None) -> str:
                      f'loop {fresh["median_plain_ms"]:.2f} ms ({fresh["ratio"]:.3f}x), fixed '
                      f'cost {fresh["fixed_ms"]:.2f} ms; after {result["history"]:,} logged '
                      f'values per scalar {long["fixed_ms"]:.2f} ms ({long["ratio"]:.3f}x)')
-    return ('Training loop against a plain PyTorch loop (same model, batch and views in memory, '
+    line = ('Training loop against a plain PyTorch loop (same model, batch and views in memory, '
             f'logging every {result["log_interval"]} iterations, online probe on): '
             + '; '.join(parts) + '.')
+    seeding = result.get('seeding')
+    if seeding:
+        line += (' Loader batches with per-sample seeds against the same batches without: '
+                 + '; '.join(f'{w.replace("_", " ")}: {v["seeded_ms"]:.1f} against '
+                             f'{v["plain_ms"]:.1f} ms ({v["ratio"]:.3f}x, '
+                             f'{v["per_sample_ms"]:.3f} ms per sample)'
+                             for w, v in seeding.items()) + '.')
+    return line

@@ -58,5 +58,9 @@ def test_tiny_comparison_reports_both_kinds_and_phases(tmp_path):
             r = result[kind][phase]
             assert len(r['project_ms']) == len(r['plain_ms']) == 2
             assert r['median_project_ms'] > 0 and r['median_plain_ms'] > 0 and r['ratio'] > 0
+    for workers in ('workers_0', 'workers_1'):
+        r = result['seeding'][workers]
+        assert r['seeded_ms'] > 0 and r['plain_ms'] > 0 and r['ratio'] > 0
     line = loop_line(result, s)
     assert 'near-zero-compute model' in line and 'after 500 logged values' in line
+    assert 'workers 1:' in line
