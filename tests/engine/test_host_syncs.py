@@ -1,6 +1,9 @@
 """A training iteration that does not log reads nothing back from the device: every host read
 of a tensor (`.item()`, `.tolist()`, `bool()`, `float()`, `torch.equal`, ...) during a real
 mmengine run is counted, per iteration, with the suite's hooks and the online probe on."""
+import json
+
+import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
@@ -90,3 +93,30 @@ def test_the_deferred_hooks_are_the_runs_own(tmp_path, tiny_backbones):
     for hook in runner.hooks:
         if isinstance(hook, (DeferredRuntimeInfoHook, NaNGuardHook)):
             assert hook._every == LOG_INTERVAL
+
+
+def _train_logs(tmp_path, runtime_info: str) -> tuple:
+    cfg = _cfg(tmp_path / runtime_info, 'mixco')
+    cfg.default_hooks.runtime_info = dict(type=runtime_info)
+    cfg.experiment_name += runtime_info
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    scalars = {k: v.data for k, v in runner.message_hub.log_scalars.items()
+               if k.startswith('train/') and k not in ('train/time', 'train/data_time')}
+    logged = (tmp_path / runtime_info).rglob('scalars.json')
+    rows = [{k: v for k, v in json.loads(line).items() if k not in ('time', 'data_time')}
+            for line in next(logged).read_text().splitlines()]
+    return scalars, rows
+
+
+def test_the_logs_are_mmengines(tmp_path, tiny_backbones):
+    """The same run with mmengine's RuntimeInfoHook and with the deferred one: the message hub
+    holds the same values in the same order, and the logged (smoothed) lines are equal."""
+    theirs, their_rows = _train_logs(tmp_path, 'RuntimeInfoHook')
+    ours, our_rows = _train_logs(tmp_path, 'DeferredRuntimeInfoHook')
+    assert set(ours) == set(theirs) and 'train/loss_mix' in ours
+    for key, (values, counts) in theirs.items():
+        assert len(values) == ITERATIONS
+        assert np.array_equal(ours[key][0], values) and np.array_equal(ours[key][1], counts), key
+    assert our_rows == their_rows
+    assert len([r for r in our_rows if 'loss' in r]) == ITERATIONS // LOG_INTERVAL
