@@ -18,7 +18,9 @@ class EncoderModel(BaseModel):
 
     Args:
         backbone: Keyword arguments of `build_resnet` (depth, small_stem).
-        data_preprocessor: mmengine data preprocessor config.
+        data_preprocessor: mmengine data preprocessor config; None: mmengine's
+            `BaseDataPreprocessor` with ``non_blocking=True``, so that copying the batch to a
+            GPU does not make the host wait for the device (mmengine's default copy does).
         init_cfg: mmengine init config.
 
     Attributes:
@@ -35,6 +37,8 @@ class EncoderModel(BaseModel):
                  backbone: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
+        if data_preprocessor is None:  # mmengine's, but the batch's copy does not wait
+            data_preprocessor = dict(type='BaseDataPreprocessor', non_blocking=True)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = build_resnet(**(backbone or {}))
 

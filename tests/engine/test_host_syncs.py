@@ -1,6 +1,7 @@
 """A training iteration that does not log reads nothing back from the device: every host read
-of a tensor (`.item()`, `.tolist()`, `bool()`, `float()`, `torch.equal`, ...) during a real
-mmengine run is counted, per iteration, with the suite's hooks and the online probe on."""
+of a tensor (`.item()`, `.tolist()`, `bool()`, `float()`, `torch.equal`, ...) and every copy to
+a device that waits (`.to(device)` without ``non_blocking``) during a real mmengine run is
+counted, per iteration, with the suite's hooks and the online probe on."""
 import json
 
 import numpy as np
@@ -53,6 +54,17 @@ def _reads_per_iteration(tmp_path, monkeypatch, method: str) -> dict:
     for name in READS:
         monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
     monkeypatch.setattr(torch, 'equal', counted('equal', torch.equal))
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):  # a copy to a device that is not non_blocking waits too
+        device = kwargs.get('device', args[0] if args else None)
+        if (counting and isinstance(device, (str, torch.device))
+                and not kwargs.get('non_blocking', False)):
+            counts[counting[-1]] = counts.get(counting[-1], 0) + 1
+            calls.append((counting[-1], 'blocking to'))
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, 'to', to)
     runner = Runner.from_cfg(_cfg(tmp_path, method))
     loop = runner.train_loop
     run_iter = loop.run_iter

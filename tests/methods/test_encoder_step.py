@@ -1,4 +1,5 @@
-"""EncoderModel.parse_losses: mmengine's values and gradients, with less device work."""
+"""EncoderModel's share of each training iteration: parse_losses (mmengine's values and
+gradients, with less device work) and the default data preprocessor (a copy that does not wait)."""
 import torch
 from mmengine.model import BaseModel
 
@@ -29,3 +30,24 @@ def test_a_scalar_term_is_logged_as_it_is():
     loss = torch.tensor(2.5, requires_grad=True)
     total, log_vars = EncoderModel.parse_losses(None, dict(loss_inst=loss))
     assert total is loss and log_vars['loss_inst'] is loss
+
+
+def test_the_default_preprocessor_copies_without_waiting(monkeypatch):
+    """Without a data_preprocessor config the batch goes to the device with non_blocking=True
+    (mmengine's default copy makes the host wait for the GPU)."""
+    class Model(EncoderModel):
+        def __init__(self):
+            super().__init__(backbone=dict(depth=18))
+
+    seen = []
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        seen.append(kwargs.get('non_blocking'))
+        return real_to(self, *args, **kwargs)
+
+    model = Model()
+    monkeypatch.setattr(torch.Tensor, 'to', to)
+    model.data_preprocessor(dict(inputs=[torch.zeros(2, 3, 4, 4)] * 2,
+                                 data_samples=torch.zeros(2)), True)
+    assert seen == [True, True, True]
