@@ -60,10 +60,28 @@ def load_config(config: str, cfg_options: Optional[dict] = None, work_dir: Optio
 # Where and how a run is placed, not what it computes: left out of its identity, so a resumed
 # run, a torchrun and a SLURM launch and another work dir give one config_sha256.
 PLACEMENT_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
+# Bookkeeping that never changes what a run computes, left out of its identity as well, so that
+# the runtime's logging machinery can change without finished runs reading as other configs.
+# Only keys added to the shipped configs after identities existed belong here (adding a key that
+# older records hashed would make those records look like other configs).
+BOOKKEEPING_KEYS = ('default_hooks.runtime_info',)
+
+
+def _drop_bookkeeping(cfg: Config) -> None:
+    for key in BOOKKEEPING_KEYS:
+        *parents, leaf = key.split('.')
+        node = cfg
+        for part in parents:
+            node = node.get(part) if hasattr(node, 'get') else None
+            if node is None:
+                break
+        if node is not None and hasattr(node, 'pop'):
+            node.pop(leaf, None)
 
 
 def config_identity(cfg: Config) -> str:
-    """The config's text without ``PLACEMENT_KEYS``: what a record's config_sha256 hashes.
+    """The config's text without ``PLACEMENT_KEYS`` and ``BOOKKEEPING_KEYS``: what a record's
+    config_sha256 hashes.
 
     Take it from the config as `load_config` (or read + `--cfg-options`) returns it, before
     the run adds wandb run ids, backends or scaled learning rates to it. tools/train.py,
@@ -72,6 +90,7 @@ def config_identity(cfg: Config) -> str:
     bare = copy.deepcopy(cfg)
     for key in PLACEMENT_KEYS:
         bare.pop(key, None)
+    _drop_bookkeeping(bare)
     fill_view_size(bare)  # as load_config does, so tools/eval.py's configs hash the same
     return bare.pretty_text
 
@@ -104,6 +123,7 @@ def _plain(value: Any) -> Any:
 
 def _is_setting(key: str) -> bool:
     return (key != SEED_KEY and key.split('.')[0] not in PLACEMENT_KEYS
+            and not any(key == b or key.startswith(b + '.') for b in BOOKKEEPING_KEYS)
             and key.rsplit('.', 1)[-1] not in PATH_NAMES)
 
 

@@ -142,3 +142,17 @@ def test_an_int_for_a_float_is_an_override_as_it_changes_the_setting():
     shipped = load_config('configs/mixco_r18_digits.py')
     assert config_setting(cfg)['overrides'] == {'model.mix_weight': 1}
     assert config_setting(cfg)['text'] != config_setting(shipped)['text']
+
+
+def test_bookkeeping_hooks_are_not_part_of_either_identity():
+    """The runtime-info hook only moves logged values: a config without it (as configs were
+    before it was listed) hashes and reads as the same setting."""
+    with_hook = load_config('configs/mixco_r18_digits.py')
+    without = load_config('configs/mixco_r18_digits.py')
+    without.default_hooks.pop('runtime_info')
+    assert with_hook.default_hooks.runtime_info.type == 'DeferredRuntimeInfoHook'
+    assert config_identity(with_hook) == config_identity(without)
+    assert config_setting(with_hook)['text'] == config_setting(without)['text']
+    assert config_setting(with_hook)['overrides'] == {}
+    changed = load_config('configs/mixco_r18_digits.py', {'default_hooks.logger.interval': 7})
+    assert config_identity(changed) != config_identity(with_hook)  # other hooks still count
