@@ -117,27 +117,37 @@ class UnMixMoCo(MoCo):
         self.mix_alpha = mix_alpha
         self.mix_schedule = mix_schedule
         self.mix_global_prob = mix_global_prob
-        # Steps taken, in the state dict so a resumed run continues the alternation.
+        # Steps taken, in the state dict so a resumed run continues the alternation; the host
+        # keeps its own count, read from the buffer once after building or loading a state.
         self.register_buffer('mix_step', torch.zeros((), dtype=torch.long))
+        self._host_step: Optional[int] = None
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        # A loaded state brings its own step counter (torch's loader and mmengine's call this).
+        self._host_step = None
+        super()._load_from_state_dict(*args, **kwargs)
 
     def use_global(self, device: torch.device) -> bool:
         """Whether this step mixes globally (True) or by region (False)."""
         # NOTE: the authors' code flips a coin each step (mix_schedule='random'); the default
         # alternates deterministically, the same 1:1 share without the variance.
         if self.mix_schedule == 'alternate':
-            return int(self.mix_step) % 2 == 0
-        return bool(torch.rand((), device=device) < self.mix_global_prob)
+            if self._host_step is None:  # read once after building or loading, then counted
+                self._host_step = int(self.mix_step)
+            return self._host_step % 2 == 0
+        return bool(torch.rand(()) < self.mix_global_prob)  # CPU generator: nothing to read back
 
     def sample_mix(self, x: Tensor, use_global: bool) -> Tuple[Tensor, Optional[Box]]:
-        """Draw lam (scalar tensor) and, for a region-level step, the box, on x's device."""
+        """Draw lam (scalar tensor on x's device) and, for a region-level step, the box."""
         # NOTE: the authors draw lam and the box centre with numpy's RNG; here torch's global
-        # RNG on the input's device, so checkpointed RNG states make resume bit-identical.
-        lam = sample_lambda(1, x.device, 'beta', self.mix_alpha, 'batch')[0]  # ()
+        # CPU generator, so checkpointed RNG states make resume bit-identical, and the box is
+        # computed on the host without reading anything back from the device.
+        lam = sample_lambda(1, torch.device('cpu'), 'beta', self.mix_alpha, 'batch')[0]  # ()
         if use_global:
-            return lam, None
-        centre = torch.stack([torch.randint(x.shape[-2], (), device=x.device),
-                              torch.randint(x.shape[-1], (), device=x.device)]).tolist()
-        return lam, cutmix_box(x.shape[-2], x.shape[-1], float(lam), *centre)
+            return lam.to(x.device, non_blocking=True), None
+        centre = [int(torch.randint(x.shape[-2], ())), int(torch.randint(x.shape[-1], ()))]
+        return (lam.to(x.device, non_blocking=True),
+                cutmix_box(x.shape[-2], x.shape[-1], float(lam), *centre))
 
     def contrast(self, x_q: Tensor, x_k: Tensor, queue: Tensor) -> Tuple[Dict[str, Tensor], Tensor]:
         """Instance loss on (q, k), the two mixture terms on (q_mix, k, k.flip(0))."""
@@ -147,7 +157,7 @@ class UnMixMoCo(MoCo):
             x_mix = unmix_global(x_q, lam)
         else:
             x_mix, share = unmix_region(x_q, box)
-            lam = torch.tensor(share, dtype=x_q.dtype, device=x_q.device)
+            lam = torch.tensor(share, dtype=x_q.dtype).to(x_q.device, non_blocking=True)
         # The authors embed x_q and x_mix in separate forward passes (BN over B each).
         q, q_mix = self.embed_query(x_q), self.embed_query(x_mix)  # (B, D), (B, D)
         k = self.embed_keys(x_k)  # (B, D)
@@ -155,6 +165,8 @@ class UnMixMoCo(MoCo):
         loss_mix, loss_mix_flip = unmix_loss(q_mix, k, queue, lam, self.temperature)
         with torch.no_grad():
             self.mix_step += 1
+        if self._host_step is not None:
+            self._host_step += 1
+        flag = torch.tensor(float(use_global)).to(lam.device, non_blocking=True)
         return dict(loss_inst=loss_inst, loss_mix=loss_mix, loss_mix_flip=loss_mix_flip,
-                    acc_inst=acc, lam_mean=lam.detach().float(),
-                    mix_global=torch.tensor(float(use_global), device=lam.device)), k
+                    acc_inst=acc, lam_mean=lam.detach().float(), mix_global=flag), k

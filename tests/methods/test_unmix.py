@@ -270,3 +270,23 @@ def test_config_check_rejects_bad_values(option, words):
     with pytest.raises(ConfigError) as err:
         validate_config(cfg)
     assert key in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_the_step_counter_is_read_from_the_device_once(monkeypatch):
+    """The alternation needs the step count on the host: it reads the buffer once after building
+    or loading a state and counts on the host after that (a read per step would make the host
+    wait for the GPU every step)."""
+    model = build()
+    reads = []
+    real_int = torch.Tensor.__int__
+
+    def spy(self):
+        reads.append(self is model.mix_step)
+        return real_int(self)
+
+    monkeypatch.setattr(torch.Tensor, '__int__', spy)
+    flags = [model(views(seed=i), mode='loss')['mix_global'].item() for i in range(4)]
+    assert flags == [1.0, 0.0, 1.0, 0.0] and reads.count(True) == 1
+    model.load_state_dict({**model.state_dict(), 'mix_step': torch.tensor(5)})
+    assert model(views(seed=9), mode='loss')['mix_global'].item() == 0.0  # step 5: region
+    assert reads.count(True) == 2 and int(model.mix_step) == 6
