@@ -108,8 +108,8 @@ def history_getstate(self) -> dict:
 
 def amortize_history_buffer() -> None:
     """Give mmengine's HistoryBuffer (every scalar of the message hub: losses, time, learning
-    rates) a constant cost per update; mmengine's copied the whole history each time, which
-    cost about 1 ms per update at 78,000 stored values. Idempotent."""
+    rates) a constant cost per update; mmengine's copied the whole history each time, so an
+    update cost more the longer the run (docs/upstream-fixes.md has the numbers). Idempotent."""
     HistoryBuffer.update = amortized_history_update
     HistoryBuffer.__getstate__ = history_getstate
 
