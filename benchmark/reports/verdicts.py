@@ -1,6 +1,7 @@
 """Sentences that say what a comparison's statistics support, generated from the rows.
 
-Each compared row of ours gives one sentence: the paired Δ with its 95% interval and the number
+A first sentence counts the comparisons by outcome (`tally`). Each compared row of ours gives
+one sentence: the paired Δ with its 95% interval and the number
 of paired seeds, then what follows from them: too few seeds (and how many would detect a Δ of
 this size at 80% power), no difference shown at alpha = 0.05, or better / worse with the paired
 t-test, its Holm adjustment and the probability of improvement. Nothing here is typed by hand.
@@ -60,14 +61,45 @@ def verdict(row: Row) -> Optional[str]:
             + (f'; {more}.' if more else '.'))
 
 
+def outcome(row: Row) -> Optional[str]:
+    """'better', 'worse', 'not shown' (tested, Holm p >= alpha), 'too few seeds' or None (no
+    paired comparison) for a row of ours."""
+    compare = row.get('compare') or {}
+    paired = compare.get('paired')
+    if not paired:
+        return None
+    if paired['p_t'] is None:
+        return 'too few seeds'
+    p_holm = paired['p_t'] if compare.get('p_holm') is None else compare['p_holm']
+    if p_holm >= stats.ALPHA:
+        return 'not shown'
+    return 'better' if (paired['delta'] > 0) == compare['higher'] else 'worse'
+
+
+def tally(rows: Sequence[Row]) -> Optional[str]:
+    """One sentence counting the comparisons of `rows` by outcome, naming those shown better or
+    worse; None without comparisons."""
+    counts: Dict[str, List[str]] = {k: [] for k in ('better', 'worse', 'not shown', 'too few seeds')}
+    for row in rows:
+        result = outcome(row)
+        if result:
+            name = (f"{row['label']}, {PROTOCOLS.get(row['protocol'], row['protocol'])} on "
+                    f"{row['eval_data']}")
+            counts[result].append(name)
+    total = sum(len(v) for v in counts.values())
+    if not total:
+        return None
+    named = lambda key: (f" ({'; '.join(counts[key])})" if counts[key] else '')  # noqa: E731
+    return (f'Of {total} paired comparisons with the baseline (paired t-test, Holm-adjusted, '
+            f"alpha = {stats.ALPHA}): {len(counts['better'])} better{named('better')}, "
+            f"{len(counts['worse'])} worse{named('worse')}, {len(counts['not shown'])} without "
+            f"a difference shown, {len(counts['too few seeds'])} with too few seeds to test.")
+
+
 def verdicts(rows: Sequence[Row], protocols: Optional[Sequence[str]] = None) -> List[str]:
     """The sentences of every compared row of ours, in table order (optionally only for
-    `protocols`)."""
-    out = []
-    for row in rows:
-        if protocols is not None and row['protocol'] not in protocols:
-            continue
-        sentence = verdict(row)
-        if sentence:
-            out.append(sentence)
-    return out
+    `protocols`), after one that counts them (`tally`)."""
+    chosen = [r for r in rows if protocols is None or r['protocol'] in protocols]
+    out = [s for s in (verdict(row) for row in chosen) if s]
+    head = tally(chosen)
+    return ([head] if head else []) + out

@@ -12,7 +12,7 @@ from benchmark.layout import PAPER_RESULTS
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
-from benchmark.reports.verdicts import verdict, verdicts
+from benchmark.reports.verdicts import tally, verdict, verdicts
 
 BASE = {0: 40.0, 1: 41.0, 2: 39.5, 3: 40.2}
 
@@ -188,12 +188,46 @@ def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
     rows = build_rows(records, read_paper(PAPER_RESULTS))
     compared = [r for r in rows if r['source'] == 'this suite' and r['compare']]
     assert [r['protocol'] for r in compared] == ['linear_paper', 'knn', 'cluster']
-    everything = verdicts(rows)
+    head, *everything = verdicts(rows)
+    assert head == tally(rows)
     assert everything == [verdict(r) for r in compared]  # the paper's rows say nothing
     assert all(s.startswith('mixco vs mocov2, ') for s in everything)
-    assert verdicts(rows, ['knn']) == [verdict(compared[1])]
-    assert ' kNN on tiny-imagenet' in verdicts(rows, ['knn'])[0]
-    assert verdicts(rows, ['knn', 'cluster']) == [verdict(r) for r in compared[1:]]
+    assert verdicts(rows, ['knn'])[1:] == [verdict(compared[1])]
+    assert ' kNN on tiny-imagenet' in verdicts(rows, ['knn'])[1]
+    assert verdicts(rows, ['knn', 'cluster'])[1:] == [verdict(r) for r in compared[1:]]
     assert verdicts(rows, []) == [] and verdicts(rows, ['linear_fast']) == []
     paper_mixco = next(r for r in rows if r['label'] == 'mixco (paper)' and r['compare'])
     assert verdict(paper_mixco) is None  # compared by means only, no seeds
+
+
+def test_tally_counts_outcomes_as_the_statistics_say():
+    """better / worse / not shown by Holm-adjusted paired t-tests, too few seeds under 3; the
+    counts checked against scipy's tests and a naive Holm loop."""
+    from scipy import stats as sps
+
+    records = (series('mocov2', BASE) + series('mixco', shifted([1, 2, 3, 2]))
+               + series('mocov2', BASE, protocol='knn')
+               + series('mixco', shifted([-3, -2, -4, -3]), protocol='knn')
+               + series('mocov2', BASE, protocol='linear_fast')
+               + series('mixco', shifted([0.5, -1, 0, 2]), protocol='linear_fast'))
+    rows = build_rows(records)
+    ps = []
+    for delta in ([1, 2, 3, 2], [-3, -2, -4, -3], [0.5, -1, 0, 2]):
+        base = [BASE[s] for s in sorted(BASE)]
+        ps.append(sps.ttest_rel([b + d for b, d in zip(base, delta)], base).pvalue)
+    order = sorted(range(3), key=lambda i: ps[i])
+    holm, running = [0.0] * 3, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (3 - rank) * ps[i]))
+        holm[i] = running
+    expected = ['better' if holm[0] < 0.05 else 'not shown',
+                'worse' if holm[1] < 0.05 else 'not shown',
+                'better' if holm[2] < 0.05 else 'not shown']
+    text = tally(rows)
+    assert text.startswith('Of 3 paired comparisons with the baseline')
+    assert f"{expected.count('better')} better" in text
+    assert f"{expected.count('worse')} worse" in text
+    assert f"{expected.count('not shown')} without a difference shown" in text
+    assert tally(build_rows(series('mocov2', BASE))) is None
+    few = build_rows(series('mocov2', {0: 1.0, 1: 2.0}) + series('mixco', {0: 2.0, 1: 2.5}))
+    assert '1 with too few seeds to test' in tally(few)
