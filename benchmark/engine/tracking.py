@@ -135,7 +135,10 @@ def probe_wandb_server(base_url: str, api_key: Optional[str],
             return
         except Exception as err:  # noqa: BLE001 - refused, reset, DNS, TLS, timeout
             reason = getattr(err, 'reason', err)
-            result.append(f'{base_url} unreachable: {type(reason).__name__}: {reason}'[:200])
+            if isinstance(reason, TimeoutError):  # the socket's own timeout, before join's
+                result.append(f'{base_url} did not answer within {timeout:g} s')
+            else:
+                result.append(f'{base_url} unreachable: {type(reason).__name__}: {reason}'[:200])
             return
         try:
             viewer = (json.loads(body).get('data') or {}).get('viewer')

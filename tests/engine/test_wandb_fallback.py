@@ -152,3 +152,16 @@ def test_init_failing_after_the_probe_retries_offline_under_the_same_id(tmp_path
     assert len([line for line in err.splitlines() if WARNING in line]) == 1
     assert len(list(tmp_path.glob('**/wandb/offline-run-*-run0fixed123'))) == 1
     assert seconds < 20  # wandb's resume-status query outlasts init_timeout (about 4 s here)
+
+
+def test_a_socket_timeout_reads_as_no_answer(monkeypatch):
+    """The socket may time out just before the probe's own bound does (a loaded machine): the
+    message is the same 'did not answer' either way."""
+    import urllib.request
+
+    def slow(*args, **kwargs):
+        raise urllib.error.URLError(TimeoutError('timed out'))
+
+    monkeypatch.setattr(urllib.request, 'urlopen', slow)
+    assert probe_wandb_server('http://127.0.0.1:9', KEY, timeout=1.0) == \
+        'http://127.0.0.1:9 did not answer within 1 s'
