@@ -99,12 +99,12 @@ def paired_power(delta: float, sd: float, n: int, alpha: float = ALPHA) -> float
 def seeds_for_power(delta: float, sd: Optional[float], power: float = POWER,
                     alpha: float = ALPHA) -> Optional[int]:
     """The fewest paired seeds (>= 2) whose two-sided paired t-test detects `delta` with
-    `power`, given the paired spread `sd`; None when it cannot be said (no spread, no
-    difference) or more than `MAX_SEEDS` would be needed."""
+    `power`, given the paired spread `sd`; None when it cannot be said (no spread or a zero
+    spread, no difference) or more than `MAX_SEEDS` would be needed."""
     if sd is None or not math.isfinite(sd) or delta == 0 or not math.isfinite(delta):
         return None
-    if sd == 0:
-        return 2
+    if sd == 0:  # identical differences (few seeds, a coarse metric): nothing to plan from
+        return None
     for n in range(2, MAX_SEEDS + 1):
         if paired_power(delta, sd, n, alpha) >= power:
             return n

@@ -81,7 +81,7 @@ def test_cell(compare: Optional[Dict[str, Any]]) -> str:
     if paired['p_t'] is None:
         needed = paired['seeds_needed']
         more = (f'~{needed} for 80% power' if needed
-                else 'no spread to plan from' if paired['std'] is None
+                else 'no spread to plan from' if not paired['std']
                 else 'no Δ to plan from' if paired['delta'] == 0 else 'over 1000 for 80% power')
         return f"n={paired['n']} < {stats.MIN_TEST_SEEDS}: no test; seeds needed {more}"
     return f"p {format_p(paired['p_t'])}, Holm {format_p(compare['p_holm'])}"

@@ -145,3 +145,9 @@ def test_legend_names_every_method():
     for word in ('Student-t', 'paired t-test', 'Wilcoxon signed-rank', 'bootstrap', 'Holm',
                  '80% power'):
         assert word in METHODS_LEGEND
+
+
+def test_a_zero_paired_spread_plans_nothing():
+    """Two seeds that differ by exactly the same amount (a coarse metric) give no estimate of
+    the seeds needed, not a claim that 2 suffice."""
+    assert seeds_for_power(2.22, 0.0) is None
