@@ -130,7 +130,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     """Write the suite's page (leaderboard.md), leaderboard.csv, summary.md (the compact block
     `--publish` puts into a page), the interval plots and curves.png; return their paths."""
     by_name = {o.run.name: o for o in outcomes}
-    records = suite_records(suite, plans, read_suite_records(suite.record_dirs), by_name)
+    found = read_suite_records(suite.record_dirs)
+    records = suite_records(suite, plans, found, by_name)
     rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else ()))
     folder = Path(suite.results_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -157,8 +158,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                                               figures=figures, verdicts=said))
     summary = folder / SUITE_SUMMARY
     atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
-                                                     hardware(read_suite_records(
-                                                         suite.record_dirs))))
+                                                     hardware(found)))
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
     paths = ([md, csv_path, summary] + [folder / name for name in figures.values()]

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmark.engine.tracking import PROBE_TIMEOUT_S
 from benchmark.layout import import_path
 from tests.conftest import ROOT, needs_wandb
 from tests.engine.test_wandb_fallback import KEY, WARNING, wandb_server
@@ -56,23 +55,12 @@ def train_process(tmp_path: Path, fake_tiny: str, env: dict, name: str) -> tuple
     return time.monotonic() - start, proc, work_dir, results
 
 
-@pytest.fixture(scope='module')
-def offline_seconds(tmp_path_factory, fake_tiny) -> float:
-    """Wall time of the same run with WANDB_MODE=offline (the reference for the others)."""
-    tmp_path = tmp_path_factory.mktemp('offline')
-    env = dict(train_env(), WANDB_MODE='offline', HOME=str(tmp_path))
-    seconds, proc, _, results = train_process(tmp_path, fake_tiny, env, 'offline')
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(list((results / 'runs').glob('*.json'))) == 1
-    print(f'\nWANDB_MODE=offline: {seconds:.1f} s')
-    return seconds
-
-
 @needs_wandb
 @pytest.mark.parametrize('kind', ['silent'])
-def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny, offline_seconds):
+def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny):
     """Online mode with a key and a failing server: exit 0, a record, an offline wandb run,
-    one warning, and at most the probe's bound (plus noise) slower than WANDB_MODE=offline.
+    one warning. (That the backend goes offline without an online attempt, hence without
+    wandb's own timeouts, is pinned in-process in tests/engine/test_wandb_fallback.py.)
 
     The whole run meets the server that accepts connections and never answers (the one that
     would cost most without the probe); every kind of failing server (its SERVERS) is met by the
@@ -80,8 +68,7 @@ def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny
     with wandb_server(kind) as url:
         env = dict(train_env(), WANDB_MODE='online', WANDB_API_KEY=KEY, WANDB_BASE_URL=url,
                    HOME=str(tmp_path))
-        seconds, proc, work_dir, results = train_process(tmp_path, fake_tiny, env, kind)
-    print(f'\n{kind}: {seconds:.1f} s (offline {offline_seconds:.1f} s)')
+        _, proc, work_dir, results = train_process(tmp_path, fake_tiny, env, kind)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = list((results / 'runs').glob('*.json'))
     assert len(records) == 1 and json.loads(records[0].read_text())['method'] == 'mocov2'
@@ -89,7 +76,3 @@ def test_train_completes_offline_when_the_server_fails(kind, tmp_path, fake_tiny
     run_id = (work_dir / 'wandb_run_id').read_text().strip()
     runs = list(work_dir.glob(f'**/wandb/offline-run-*-{run_id}'))
     assert len(runs) == 1 and list(runs[0].glob('files/media/table/eval/*.table.json'))
-    # wandb's own timeouts would add 13-90 s; whole-run wall times on a shared 2-core machine
-    # vary by up to 2x, so the bound scales with the offline run. The seconds the fallback
-    # itself costs are pinned in-process by the backend tests above (offline within 6 s).
-    assert seconds < 1.5 * offline_seconds + PROBE_TIMEOUT_S + 10
