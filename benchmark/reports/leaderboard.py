@@ -73,10 +73,20 @@ def _base_key(record: Dict[str, Any], protocol: str) -> Tuple:
             protocol, str(record['method']))
 
 
-def _identity(record: Dict[str, Any]) -> Tuple[str, str]:
-    """('setting', sha256) or, for a record without one, ('legacy', its suite variant)."""
+def key_bn(record: Dict[str, Any]) -> Optional[str]:
+    """The key encoder's BatchNorm regime the record states (``extra.key_bn``), if any."""
+    value = (record.get('extra') or {}).get('key_bn')
+    return str(value) if value else None
+
+
+def _identity(record: Dict[str, Any]) -> Tuple[str, str, Optional[str]]:
+    """('setting', sha256, key BN regime) or, for a record without a setting, ('legacy', its
+    suite variant, regime). The regime is part of the identity: records written before the
+    one-process shuffle-BN emulation share a setting hash with later ones but not a regime."""
     setting = record.get('setting_sha256')
-    return ('setting', setting) if setting else ('legacy', str(record.get('variant') or ''))
+    regime = key_bn(record)
+    return (('setting', setting, regime) if setting
+            else ('legacy', str(record.get('variant') or ''), regime))
 
 
 def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dict[tuple, List[str]]]:
@@ -112,8 +122,10 @@ def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict
                variant=ident[1] if ident[0] == 'legacy' else '',
                overrides=dict(newest.get('overrides') or {}) if ident[0] == 'setting' else {},
                config=str(newest.get('config') or ''), world_size=newest.get('world_size'),
-               metrics={}, by_seed={}, superseded=list(superseded), label='')
+               key_bn=ident[2], metrics={}, by_seed={}, superseded=list(superseded), label='')
     notes, main = [], main_metric(protocol)[0]
+    if ident[2]:
+        notes.append(f'key BN: {ident[2]}')
     for metric in METRICS:
         values, na = [], []
         for record, proto in items:
@@ -179,7 +191,7 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
         row = rows.setdefault(key, dict(
             zip(KEY, key), variant='', status='ok', label=f'{key[5]} (paper)', metrics={},
             by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
-            world_size=None, superseded=[],
+            key_bn=None, world_size=None, superseded=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:
@@ -242,6 +254,8 @@ def label_rows(rows: List[Row]) -> None:
                 parts.append(f"· {_config_stem(row['config'])}")
             if len({r['world_size'] for r in siblings}) > 1:
                 parts.append(f"· {row['world_size']} proc")
+            if len({r['key_bn'] for r in siblings}) > 1:
+                parts.append(f"· key BN: {row['key_bn'] or 'not recorded'}")
             own = [override_text(k, v) for k, v in row['overrides'].items() if k not in common]
             if own:
                 parts.append(f"[{', '.join(own)}]")

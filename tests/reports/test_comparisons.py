@@ -116,6 +116,25 @@ def test_process_counts_are_separate_rows_named_by_their_count():
     assert ours(rows, label='mixco · 4 proc')['metrics']['top1']['mean'] == 44.0
 
 
+def test_key_batch_norm_regimes_are_separate_rows_and_each_row_states_its_regime():
+    """One process before and after the shuffle-BN emulation: the same setting hash, but the
+    records state different key-encoder BatchNorm regimes (or none, written before)."""
+    same_text = 'one config text'
+    split = 'split into 2 groups (one process)'
+    before = series('mocov2', {0: 40.0, 1: 41.0}, setting=same_text, world_size=1)
+    after = [dict(r, extra=dict(r['extra'], key_bn=split))
+             for r in series('mocov2', {0: 44.0, 1: 46.0}, setting=same_text, world_size=1)]
+    rows = build_rows(before + after)
+    assert sorted(r['label'] for r in rows) == [
+        'mocov2 · key BN: not recorded', f'mocov2 · key BN: {split}']
+    emulated = ours(rows, label=f'mocov2 · key BN: {split}')
+    assert emulated['metrics']['top1']['mean'] == 45.0 and emulated['metrics']['top1']['n'] == 2
+    assert f'key BN: {split}' in emulated['note']
+    alone = build_rows(after)  # a lone regime: the label stays short, the note still says it
+    assert ours(alone, method='mocov2')['label'] == 'mocov2'
+    assert f'key BN: {split}' in cell(render_markdown(alone, 'now'), 'mocov2', 'note')
+
+
 def test_settings_that_read_alike_each_get_their_hash():
     rows = build_rows([rec('mixco', 0, 40.0, setting='text one'),
                        rec('mixco', 0, 41.0, setting='text two'),
