@@ -21,7 +21,7 @@ from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_c
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.process import LoggedChild, duration
-from benchmark.suites.slurm import submit_run
+from benchmark.suites.slurm import submit_suite
 from benchmark.suites.spec import Evaluation, Run, Suite, SuiteError, resolve_config
 
 
@@ -143,15 +143,12 @@ class SuiteRunner:
             outcome.state, outcome.ok = 'interrupted', False
         return outcome
 
-    def submit(self, index: int, plan: RunPlan) -> Outcome:
-        """Submit one run as a SLURM job (training, then its evaluations)."""
-        return submit_run(self, index, plan)
-
     # -- all -------------------------------------------------------------------------------
     def run(self, plans: List[RunPlan]) -> List[Outcome]:
         """Carry out every plan in order; stop after an interruption."""
-        step = self.submit if self.launcher == 'slurm' else self.run_local
         self.total = len(plans)
+        if self.launcher == 'slurm':
+            return submit_suite(self, plans)
         previous = {sig: signal.signal(sig, self._forward)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         outcomes = []
@@ -159,7 +156,7 @@ class SuiteRunner:
             for index, plan in enumerate(plans, 1):
                 if self.interrupted:
                     break
-                outcomes.append(step(index, plan))
+                outcomes.append(self.run_local(index, plan))
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -89,3 +89,8 @@ def submit_run(runner, index: int, plan: RunPlan) -> Outcome:
     log = str(Path(run.work_dir) / f'slurm-{job}.out')
     runner.out(f'{prefix} submitted SLURM job {job} ({what}); log {log}')
     return Outcome(run, 'submitted', log=log, job=job)
+
+
+def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
+    """Submit every plan's run; their outcomes."""
+    return [submit_run(runner, index, plan) for index, plan in enumerate(plans, 1)]
