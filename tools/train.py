@@ -21,6 +21,7 @@ from benchmark.engine.config.check import CfgOptionsAction, validate_config  # n
 from benchmark.engine.launch import (check_data, config_identity, config_setting,  # noqa: E402
                                      load_config)
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
+from benchmark.engine.progress import ProgressHook  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence  # noqa: E402
 
@@ -82,6 +83,7 @@ def main(argv=None) -> int:
     if runner is None:
         return 0
     cfg = runner.cfg
+    runner.register_hook(ProgressHook())  # epoch, ETA and progress.json; not a config key
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
         runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir,
                                                                **identity)),
