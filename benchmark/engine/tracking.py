@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
+from mmengine.config import Config
 from mmengine.registry import VISBACKENDS
 from mmengine.visualization import WandbVisBackend
 
@@ -26,6 +27,9 @@ from benchmark.engine.checkpoints import checkpoint_meta
 from benchmark.layout import WANDB_RUN_ID_FILE
 
 WANDB_BACKENDS = ('WandbVisBackend', 'SafeWandbVisBackend')
+# The folders, under the working directory (the checkout), whose .py files a run's code
+# artifact holds: the project's own code, never a virtualenv or data inside the checkout.
+PROJECT_CODE = ('benchmark', 'methods', 'configs', 'tools')
 INIT_TIMEOUT_S = 20  # wandb's default is 90 s; a server that fails after the probe costs this
 PROBE_TIMEOUT_S = 3.0  # the probe's hard bound (DNS, connect and answer together)
 VIEWER_QUERY = b'{"query": "query Viewer { viewer { id } }"}'
@@ -45,7 +49,34 @@ class SafeWandbVisBackend(WandbVisBackend):
     So a short probe (the GraphQL viewer query with the key, `PROBE_TIMEOUT_S`) goes first;
     if it fails, or `wandb.init` fails anyway, the run logs offline under the same id after
     one warning line (`wandb sync` uploads it later); records in results/ never depend on wandb.
+
+    The run's code artifact holds only the project's code (`PROJECT_CODE`), or nothing with
+    ``log_code=False``: mmengine's `add_config` calls wandb's `run.log_code()` on the whole
+    working directory, which copies every .py file under the checkout, a virtualenv inside it
+    included (13,000+ files), into wandb's staging folder on every run.
+
+    Args:
+        save_dir: As WandbVisBackend (the Visualizer fills it in).
+        log_code: Save the .py files of benchmark/, methods/, configs/ and tools/ under the
+            working directory with the run (True), or no code at all (False).
+        **kwargs: WandbVisBackend's arguments (init_kwargs, define_metric_cfg, commit,
+            log_code_name, watch_kwargs).
     """
+
+    def __init__(self, save_dir: str, log_code: bool = True, **kwargs) -> None:
+        if not isinstance(log_code, bool):
+            raise ValueError(f'SafeWandbVisBackend: log_code must be True or False, '
+                             f'got {log_code!r}')
+        super().__init__(save_dir, **kwargs)
+        self.log_code = log_code
+
+    def add_config(self, config: Config, **kwargs) -> None:
+        """The config into the run's config, as mmengine; code: the project's or none."""
+        wandb = self.experiment  # starts the run (mmengine's force_init_env)
+        wandb.config.update(config.to_dict(),
+                            allow_val_change=self._init_kwargs.get('allow_val_change', False))
+        if self.log_code:
+            wandb.run.log_code(root='.', name=self._log_code_name, include_fn=is_project_code)
 
     def _init_env(self) -> None:
         self._init_kwargs = dict(self._init_kwargs or {})
@@ -79,6 +110,12 @@ class SafeWandbVisBackend(WandbVisBackend):
         self._init_kwargs['mode'] = 'offline'
         self._init_kwargs.pop('settings', None)
         super()._init_env()
+
+
+def is_project_code(path: str, root: str) -> bool:
+    """A .py file in one of `PROJECT_CODE` under `root` (wandb's `log_code` include_fn)."""
+    relative = os.path.relpath(path, root)
+    return relative.endswith('.py') and relative.split(os.sep, 1)[0] in PROJECT_CODE
 
 
 def wandb_server_and_key(init_kwargs: Dict[str, Any]) -> Tuple[str, Optional[str]]:

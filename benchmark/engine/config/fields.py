@@ -288,6 +288,7 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
         init_kwargs=Free("wandb.init's arguments (project, name...); wandb checks them"),
         define_metric_cfg=Free("wandb.define_metric's arguments"), commit=MAYBE_FLAG,
         log_code_name=Free('a wandb artifact name'), watch_kwargs=Free("wandb.watch's arguments")),
+    'benchmark.engine.tracking.SafeWandbVisBackend': dict(log_code=flag),
 }
 
 
