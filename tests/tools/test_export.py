@@ -1,0 +1,94 @@
+"""tools/export.py: a checkpoint's encoder to a file torchvision's ResNet loads strictly, with its
+sidecar; bad input is one ``error:`` line before anything is written. In-process."""
+import json
+import os
+import sys
+
+import pytest
+import torch
+import torchvision
+from safetensors.torch import load_file
+
+from methods.backbones import build_resnet
+from tools import export as export_tool
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> str:
+    """One of our checkpoints without the config text in its meta (so --config is read)."""
+    path = tmp_path / 'epoch_3.pth'
+    state = {f'backbone.{k}': v for k, v in build_resnet(18).state_dict().items()}
+    torch.save({'state_dict': state,
+                'meta': {'epoch': 3, 'iter': 30}}, path)
+    return str(path)
+
+
+def test_export_writes_weights_torchvision_loads_strictly(checkpoint, tmp_path, run_main):
+    out = tmp_path / 'exported' / 'r18.safetensors'
+    code, stdout, err, _ = run_main(export_tool, checkpoint, '--format', 'safetensors', '--out',
+                                    out, '--config', 'configs/mixco_r18_tiny.py',
+                                    '--results-dir', tmp_path / 'none')
+    assert code == 0, err[-2000:]
+    assert stdout.splitlines() == [f'weights: {out}', f'recipe and provenance: {out}.json']
+    model = torchvision.models.resnet18()
+    model.fc = torch.nn.Identity()
+    model.load_state_dict(load_file(str(out)), strict=True)
+    sidecar = json.loads((tmp_path / 'exported' / 'r18.safetensors.json').read_text())
+    assert sidecar['config']['source'] == 'configs/mixco_r18_tiny.py'
+    assert (sidecar['provenance']['epoch'], sidecar['provenance']['iter']) == (3, 30)
+    assert sidecar['preprocess']['input_size'] == 224
+
+
+def test_random_takes_the_seed_of_cfg_options(tmp_path, run_main):
+    code, _, err, _ = run_main(export_tool, 'random', '--format', 'torchvision', '--out',
+                               tmp_path / 'r.pth', '--config', 'configs/mixco_r18_digits.py',
+                               '--cfg-options', 'randomness.seed=7')
+    assert code == 0, err[-2000:]
+    torch.manual_seed(7)
+    expected = build_resnet(18).state_dict()
+    exported = torch.load(tmp_path / 'r.pth', weights_only=True)
+    assert list(exported) == list(expected)
+    assert all(torch.equal(exported[k], v) for k, v in expected.items())
+
+
+@pytest.mark.parametrize('case,words', [
+    ('missing', ['nope.pth', 'not found']),
+    ('format', ['--format', "'onnx'"]),
+    ('exists', ['epoch_3_backbone.pth exists already', '--force']),
+    ('random', ["'random' needs --config"]),
+    ('options', ['--cfg-options needs --config']),
+    ('no_backbone', ['bad.pth', 'unknown checkpoint layout']),
+    ('truncated', ['bad.pth', 'truncated or corrupt']),
+    ('config', ['configs/mixco_r34_tiny.py', 'resnet34', 'holds resnet18']),
+])
+def test_bad_input_is_one_error_line(case, words, checkpoint, tmp_path, one_error_line):
+    bad = tmp_path / 'bad.pth'
+    args = [checkpoint, '--format', 'torchvision']
+    if case == 'missing':
+        args[0] = tmp_path / 'nope.pth'
+    elif case == 'format':
+        args[2] = 'onnx'
+    elif case == 'exists':
+        (tmp_path / 'epoch_3_backbone.pth').write_bytes(b'')
+    elif case == 'random':
+        args[0] = 'random'
+    elif case == 'options':
+        args += ['--cfg-options', 'randomness.seed=1']
+    elif case == 'no_backbone':
+        torch.save({'state_dict': {'head.weight': torch.ones(1)}}, bad)
+        args[0] = bad
+    elif case == 'truncated':
+        bad.write_bytes(open(checkpoint, 'rb').read()[:1000])
+        args[0] = bad
+    elif case == 'config':
+        args += ['--config', 'configs/mixco_r34_tiny.py']
+    before = sorted(os.listdir(tmp_path))
+    one_error_line(export_tool, *args, words=words)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_safetensors_missing_is_one_line_naming_pip(checkpoint, monkeypatch, one_error_line):
+    monkeypatch.setitem(sys.modules, 'safetensors', None)
+    monkeypatch.setitem(sys.modules, 'safetensors.torch', None)
+    one_error_line(export_tool, checkpoint, '--format', 'safetensors',
+                   words=['safetensors', 'pip install safetensors'])
