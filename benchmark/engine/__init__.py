@@ -17,6 +17,6 @@ Other modules: `config/` (`check`, with `schema` the machinery, `fields` the tab
 field's range, `rules` the rules, `views` the device-view rules): every key and value checked
 before anything is built; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
-`--resume` continues from; `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
+`--resume` continues from; `export`: the evaluated encoder as a torchvision state dict; `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
 checkpoint-safe data.
 """
