@@ -170,7 +170,8 @@ def bn_statistics(model: torch.nn.Module) -> None:
                                           (50, 'torchvision')])
 def test_other_layouts_and_depths(depth, layout, tmp_path, monkeypatch):
     """The authors' checkpoint (its MLP head under fc.* is dropped) and torchvision's state
-    dicts, ResNet-18/34/50 with the ImageNet stem: the export computes the evaluated features."""
+    dicts, ResNet-18/34/50 with the ImageNet stem: the export computes the features of the
+    encoder tools/eval.py evaluates."""
     torch.manual_seed(depth)
     source = getattr(torchvision.models, f'resnet{depth}')()
     bn_statistics(source)
@@ -187,9 +188,7 @@ def test_other_layouts_and_depths(depth, layout, tmp_path, monkeypatch):
     sidecar = json.loads(open(paths[1]).read())
     assert sidecar['provenance']['layout'] == {'authors': 'moco-authors'}.get(layout, layout)
     assert sidecar['config']['source'].endswith(f'mixco_r{depth}_tiny.py')
-    reference = build_resnet(depth)
-    reference.load_state_dict({k: v for k, v in source.state_dict().items()
-                               if not k.startswith('fc.')})
+    reference = evaluated_backbone(monkeypatch, cfg, str(path))
     torch.testing.assert_close(features(loaded_export(paths, monkeypatch), 32, 2),
                                features(reference, 32, 2), rtol=1e-5, atol=1e-5)
 
