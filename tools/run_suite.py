@@ -5,6 +5,7 @@ python tools/run_suite.py demo_digits --dry-run                    # the plan: s
 python tools/run_suite.py demo_digits --seeds 0 1 --only mixco     # two seeds, MixCo's runs only
 python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu
 python tools/run_suite.py demo_digits --seeds 0 1 --publish README.md  # summary into a page
+python tools/run_suite.py demo_digits --seeds 0 1 --parallel 2 --procs 1   # 2 runs at once
 
 A run whose records exist is skipped, one with checkpoints but no record resumes, the rest
 start: a killed suite restarted with the same command redoes nothing that finished. Records
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
 from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
-                                  output_dir, run_tool)
+                                  output_dir, positive_int, run_tool)
 from benchmark.suites.suite import run_suite  # noqa: E402
 from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS  # noqa: E402
 
@@ -31,8 +32,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--only', metavar='PATTERN',
                         help='run only the runs whose name matches (glob, or a substring)')
     parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
-                        help='local: one run after another (tools/dist_train.sh); slurm: one '
+                        help='local: tools/dist_train.sh here (--parallel runs at once); slurm: one '
                         'sbatch job per run (tools/slurm_train.sh)')
+    parser.add_argument('--parallel', type=positive_int, default=1, metavar='N',
+                        help='local launcher: up to N runs at once, each on its own GPUs '
+                        '(procs each) or its share of the CPU cores, its evaluations after it')
+    parser.add_argument('--procs', type=positive_int, metavar='N',
+                        help="processes per run instead of the suite's procs (another setting: "
+                        'keep its runs apart with --work-root and --results-root)')
     parser.add_argument('--partition',
                         help="SLURM partition (default: the suite's slurm.partition)")
     parser.add_argument('--seeds', type=non_negative_int, nargs='+', metavar='S',
@@ -61,6 +68,7 @@ def main(argv=None) -> int:
                      partition=args.partition,
                      paper=None if args.paper.lower() == 'none' else Path(args.paper),
                      use_wandb=not args.no_wandb, publish_to=args.publish,
+                     parallel=args.parallel, procs=args.procs,
                      out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
 
 

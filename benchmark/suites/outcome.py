@@ -1,8 +1,10 @@
-"""What happened to each run of a suite invocation, and the one summary line at its end."""
+"""What happened to each run of a suite invocation, the one summary line at its end, and the
+suite's remaining time from its runs so far."""
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from benchmark.suites.spec import Run
 
@@ -36,3 +38,57 @@ def summary_line(outcomes: List[Outcome], total: int, interrupted: bool) -> str:
     if len(outcomes) < total:
         text += f'; {total - len(outcomes)} not reached'
     return text + ('; interrupted: rerun the same command to continue' if interrupted else '')
+
+
+def finish_times(remaining: Sequence[float], queued: Sequence[float], slots: int) -> float:
+    """When the last of the runs ends, in seconds from now: the running runs' remaining times,
+    then each queued run (in order) in the slot that frees up first."""
+    free = sorted(list(remaining) + [0.0] * max(slots - len(remaining), 0))
+    for seconds in queued:
+        heapq.heapreplace(free, free[0] + seconds)
+    return max(free, default=0.0)
+
+
+class SuiteTimes:
+    """The suite's remaining time, from the runs of this invocation so far.
+
+    A run that trains takes its config's measured seconds per epoch (the mean over this
+    invocation's runs of that config, else of all runs) times its epochs left, plus the mean
+    time of a finished run outside its training (start-up, evaluations). Until some run has
+    measured an epoch, nothing is known.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.per_epoch: Dict[str, Tuple[str, float]] = {}  # run -> (config, its s/epoch)
+        self.outside: List[float] = []  # finished runs' seconds outside training
+
+    def learn_epoch(self, run: str, config: str, seconds: float) -> None:
+        """The run's latest measured seconds per epoch (running or finished)."""
+        self.per_epoch[run] = (config, seconds)
+
+    def learn_outside(self, seconds: float) -> None:
+        self.outside.append(max(seconds, 0.0))
+
+    def seconds_per_epoch(self, config: str) -> Optional[float]:
+        own = ([s for c, s in self.per_epoch.values() if c == config]
+               or [s for _, s in self.per_epoch.values()])
+        return sum(own) / len(own) if own else None
+
+    @property
+    def outside_mean(self) -> float:
+        return sum(self.outside) / len(self.outside) if self.outside else 0.0
+
+    def run_seconds(self, config: str, epochs: int) -> Optional[float]:
+        """A run still to start: `epochs` to train (0: evaluations only)."""
+        if epochs <= 0:
+            return self.outside_mean
+        per_epoch = self.seconds_per_epoch(config)
+        return None if per_epoch is None else per_epoch * epochs + self.outside_mean
+
+    def eta(self, remaining: Sequence[Optional[float]],
+            queued: Sequence[Optional[float]]) -> Optional[float]:
+        """The suite's ETA in seconds (None while a run's time is unknown)."""
+        if any(s is None for s in (*remaining, *queued)):
+            return None
+        return finish_times(remaining, queued, self.slots)

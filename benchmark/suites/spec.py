@@ -316,7 +316,8 @@ def _entries(cfg: Config, where: str) -> List[Tuple[str, Dict[str, Any], List[Di
 
 
 def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
-                 results_root: str = 'results', work_root: str = 'work_dirs') -> Suite:
+                 results_root: str = 'results', work_root: str = 'work_dirs',
+                 procs: Optional[int] = None) -> Suite:
     """Read, check and expand a suite file into its runs (config x variant x seed).
 
     Every run's config is built with its overrides and checked (unknown keys and types, bad
@@ -328,6 +329,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
         seeds: Replace the suite's seeds (e.g. 2 for a quick look).
         results_root: Records and tables go to <results_root>/suites/<name>/.
         work_root: Runs train in <work_root>/suites/<name>/<run>/.
+        procs: Replace the suite's processes per run.
 
     Raises:
         SuiteError: One line naming the suite, the run and the key.
@@ -338,7 +340,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
         raise SuiteError(f'suite {path}: name {name!r} must be a plain file name')
     seeds = _int_list(seeds if seeds is not None else cfg.get('seeds', [0]),
                       f'suite {path}: seeds', 0)
-    procs = cfg.get('procs', 1)
+    procs = cfg.get('procs', 1) if procs is None else procs
     if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
         raise SuiteError(f'suite {path}: procs must be an integer >= 1 (processes per run), '
                          f'got {procs!r}')

@@ -19,7 +19,7 @@ from benchmark.suites.outcome import summary_line
 from benchmark.suites.publish import check_page, publish
 from benchmark.reports.suite_board import SUITE_SUMMARY
 from benchmark.suites.runner import SuiteRunner
-from benchmark.suites.spec import Suite, SuiteError, expand_suite
+from benchmark.suites.spec import Suite, SuiteError, expand_suite, read_suite
 from benchmark.layout import suite_config
 from benchmark.names import DATA_TYPES
 
@@ -57,30 +57,38 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
               results_root: str = 'results', work_root: str = 'work_dirs',
               partition: Optional[str] = None, paper: Optional[Path] = None,
               use_wandb: bool = True, out: Callable[..., None] = print,
-              publish_to: Optional[str] = None) -> int:
+              publish_to: Optional[str] = None, parallel: int = 1,
+              procs: Optional[int] = None) -> int:
     """Run a suite; the exit status (0 all ok, 1 some step failed, 143 interrupted).
     `publish_to`: a Markdown page whose block of this suite receives its summary.
+    `parallel`: local runs at once; `procs`: processes per run instead of the suite's.
 
     Raises:
         SuiteError: A bad suite file, option, config or data root (before anything starts).
     """
-    suite = expand_suite(str(suite_config(path)), seeds, results_root, work_root)
+    suite = expand_suite(str(suite_config(path)), seeds, results_root, work_root, procs)
     if publish_to:
         try:
             check_page(publish_to, suite.name)
         except ValueError as err:
             raise SuiteError(str(err)) from None
     chosen = set(select(suite, only))
-    runner = SuiteRunner(suite, launcher, partition, out=out)  # checks the SLURM settings
+    runner = SuiteRunner(suite, launcher, partition, out=out,  # checks the launcher's settings
+                         parallel=parallel)
     plans = plan_suite(suite, read_suite_records(suite.record_dirs))
     mine = [p for p in plans if p.run.name in chosen]
     variants = len({(r.config, r.variant_label) for r in suite.runs})
     out(f'suite {suite.name}: {len(suite.runs)} runs ({variants} config/variant(s) x '
-        f'{len(suite.seeds)} seed(s)), {suite.procs} process(es) each, launcher {launcher}; '
+        f'{len(suite.seeds)} seed(s)), {suite.procs} process(es) each, launcher {launcher}'
+        + (f', {parallel} runs at a time' if parallel > 1 else '') + '; '
         f'records in {suite.results_dir}/runs'
         + (f'; --only {only!r}: {len(mine)} run(s)' if only else ''))
     for note in suite.notes:
         out(f'note: {note}')
+    if procs is not None and procs != read_suite(suite.path).get('procs', 1):
+        out(f'note: --procs {procs} is another setting than the suite file\'s (total batch; '
+            'a MoCo-family run in one process splits its key batch for BatchNorm), but its runs '
+            'keep their names: keep them apart with --work-root and --results-root')
     if dry_run:
         for line in plan_lines(suite, mine):
             out(line)

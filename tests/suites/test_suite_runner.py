@@ -140,7 +140,8 @@ def test_failed_run_is_reported_with_its_log_and_its_row(tmp_path, monkeypatch):
     code, out = _run(path, tmp_path)
     log = tmp_path / 'work/suites/fail/mocov2_r18_digits-s0/suite_train.log'
     assert code == 1
-    assert out[1] == f'[1/2] mocov2_r18_digits-s0: started -> failed (exit 7); log {log}'
+    assert out[1:3] == [f'[1/2] mocov2_r18_digits-s0: started; log {log}',
+                        f'[1/2] mocov2_r18_digits-s0: started -> failed (exit 7); log {log}']
     assert 'boom 0' in log.read_text()
     assert out[-2].startswith('summary: 2 run(s): 2 failed (failed: mocov2_r18_digits-s0, '
                               'mocov2_r18_digits-s1)')
@@ -160,8 +161,8 @@ def test_sigterm_reaches_the_training_and_stops_the_suite(tmp_path, monkeypatch)
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: ['bash', '-c', script])
     code, out = _run(path, tmp_path)
     assert code == 143
-    assert out[1].startswith('[1/2] mocov2_r18_digits-s0: started -> interrupted (exit 143)')
-    assert not any('mocov2_r18_digits-s1' in line for line in out[2:-2])  # not started
+    assert out[2].startswith('[1/2] mocov2_r18_digits-s0: started -> interrupted (exit 143)')
+    assert not any('mocov2_r18_digits-s1' in line for line in out[3:-2])  # not started
     assert 'not reached' in out[-2] and 'rerun the same command' in out[-2]
     assert 'saved' in (tmp_path / 'work/suites/stop/mocov2_r18_digits-s0/suite_train.log').read_text()
 
