@@ -7,15 +7,33 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast coverage demo clean
+.PHONY: install install-gpu test test-fast coverage demo clean
 
+# make install: .venv with the package and its test extra (wandb, kornia, pytest), faiss-cpu.
+# make install-gpu: the same with faiss-gpu-cu12 instead of faiss-cpu (docs/install.md).
 install: $(STAMP)
 
+# mmengine and opencv-python (in a .venv made before the switch to mmengine-lite and the headless
+# OpenCV) share their files with those two: they go, and the two are reinstalled whole.
+# A .venv with faiss-gpu-cu12 keeps it as its only faiss.
 $(STAMP): setup.cfg setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --upgrade --quiet pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	if $(PY) -m pip show -q mmengine opencv-python 2>/dev/null; then \
+	  $(PY) -m pip uninstall -y --quiet mmengine opencv-python && \
+	  $(PY) -m pip install --quiet --force-reinstall --no-deps \
+	    $$($(PY) -m pip freeze | grep -iE '^(mmengine-lite|opencv-python-headless)=='); fi
+	if $(PY) -m pip show -q faiss-gpu-cu12 2>/dev/null; then $(FAISS_GPU); fi
 	touch $(STAMP)
+
+# faiss-cpu and faiss-gpu-cu12 are both the module faiss: one replaces the other, never both.
+FAISS_GPU = $(PY) -m pip uninstall -y --quiet faiss-cpu faiss-gpu-cu12 && \
+	$(PY) -m pip install --quiet faiss-gpu-cu12
+
+install-gpu: $(STAMP)
+	$(FAISS_GPU)
+	$(PY) -m pip list 2>/dev/null | grep -i '^faiss'
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra --durations=25

@@ -12,9 +12,9 @@ from typing import Any, Dict, Optional
 
 from benchmark.layout import REPO_ROOT as ROOT
 
-# Distribution names to try for each reported package (faiss ships under several names).
+# Distribution names to try for each reported package (faiss and mmengine ship under several).
 PACKAGES = {'python': (), 'torch': ('torch',), 'torchvision': ('torchvision',),
-            'mmengine': ('mmengine',), 'lightly': ('lightly',),
+            'mmengine': ('mmengine', 'mmengine-lite'), 'lightly': ('lightly',),
             'faiss': ('faiss-cpu', 'faiss-gpu-cu12', 'faiss-gpu', 'faiss'),
             'sklearn': ('scikit-learn',), 'numpy': ('numpy',)}
 
