@@ -245,6 +245,12 @@ def wandb_run_id(work_dir: str, resume: bool, checkpoint: Optional[str] = None) 
     return run_id
 
 
+def wandb_missing(consequence: str) -> str:
+    """The one line said where wandb would log but is not installed (the `wandb` extra)."""
+    return (f'warning: wandb is not installed, so {consequence}; pip install wandb '
+            '(or the wandb extra) to log it to wandb')
+
+
 def configure_wandb(cfg: Any) -> Optional[str]:
     """Set mode, project, run name and id of every wandb backend in `cfg`; return the warning.
 
@@ -259,8 +265,7 @@ def configure_wandb(cfg: Any) -> Optional[str]:
                                        if b.get('type') not in WANDB_BACKENDS]
         if os.environ.get('WANDB_MODE') == 'disabled':  # asked for no wandb: nothing to say
             return None
-        return ('warning: wandb is not installed, so this run logs locally only (scalars.json '
-                'in the work dir); pip install wandb to log it to wandb')
+        return wandb_missing('this run logs locally only (scalars.json in the work dir)')
     mode, warning = wandb_mode()
     name = os.path.basename(os.path.normpath(cfg.work_dir))
     run_id = wandb_run_id(cfg.work_dir, bool(cfg.get('resume')), cfg.get('load_from'))

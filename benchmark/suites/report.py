@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.engine.tracking import probe_wandb_server, wandb_mode, wandb_server_and_key
+from benchmark.engine.tracking import (probe_wandb_server, wandb_missing, wandb_mode,
+                                       wandb_server_and_key)
 from benchmark.suites.plan import RunPlan, index_records, run_records
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.spec import Evaluation, Suite
@@ -182,6 +183,7 @@ def log_suite_to_wandb(name: str, csv_text: str, curves: Optional[Path],
     try:
         import wandb
     except ImportError:
+        print(wandb_missing("the suite's leaderboard goes to its files only"), file=sys.stderr)
         return None
     if mode == 'online':
         problem = probe_wandb_server(*wandb_server_and_key({}))

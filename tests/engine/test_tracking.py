@@ -1,5 +1,8 @@
 """wandb: offline without credentials, and the evaluation record reaches the run as a table."""
 import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from mmengine.config import Config
@@ -10,9 +13,10 @@ from benchmark.engine.tracking import (
     configure_wandb,
     log_record,
     record_rows,
+    wandb_missing,
     wandb_mode,
 )
-from tests.conftest import needs_wandb
+from tests.conftest import ROOT, needs_wandb
 
 RECORD = dict(id='r1', method='mixco', backbone='resnet18', pretrain_data='digits',
               pretrain_epochs=3, eval_data='digits',
@@ -112,3 +116,51 @@ def test_unreachable_wandb_server_means_one_warning_and_offline(tmp_path, monkey
                 if line.startswith('warning: wandb could not start online')]
     assert len(warnings) == 1
     assert list(tmp_path.glob('**/offline-run-*'))
+
+
+# -- wandb not installed: simulated in a fresh process, where `import wandb` raises ImportError
+BLOCK_WANDB = "import sys\nsys.modules['wandb'] = None  # as if wandb were not installed\n"
+
+
+def run_without_wandb(code: str, env: dict) -> subprocess.CompletedProcess:
+    env = dict(env)
+    env.pop('WANDB_MODE', None)  # wandb not switched off: only its absence keeps it out
+    return subprocess.run([sys.executable, '-c', BLOCK_WANDB + textwrap.dedent(code)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def wandb_lines(text: str) -> list:
+    return [line for line in text.splitlines() if 'wandb' in line.lower()
+            and 'WandbVisBackend' not in line]  # the config's own lines name the backend
+
+
+def test_a_training_run_without_wandb_logs_locally_after_one_line(tmp_path, subprocess_env):
+    work_dir = tmp_path / 'run'
+    proc = run_without_wandb(f'''
+        import methods.base
+        from tests.conftest import tiny_backbone
+        methods.base.build_resnet = tiny_backbone
+        from tools import train
+        sys.exit(train.main(['configs/mocov2_r18_digits.py', '--work-dir', {str(work_dir)!r},
+                             '--no-eval', '--cfg-options', 'train_cfg.max_epochs=1',
+                             'train_dataloader.batch_size=128', 'train_dataloader.num_workers=0',
+                             'train_dataloader.persistent_workers=False', 'model.queue_size=256']))
+    ''', subprocess_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert wandb_lines(proc.stdout + proc.stderr) == [wandb_missing(
+        'this run logs locally only (scalars.json in the work dir)')]
+    assert list(work_dir.glob('*/vis_data/scalars.json'))
+    assert not list(work_dir.glob('**/wandb'))
+
+
+def test_a_suite_table_without_wandb_is_one_line(tmp_path, subprocess_env):
+    proc = run_without_wandb(f'''
+        from pathlib import Path
+        from benchmark.suites.report import log_suite_to_wandb
+        assert log_suite_to_wandb('demo', 'method,top1\\nmocov2,50.0\\n', None,
+                                  Path({str(tmp_path)!r})) is None
+    ''', subprocess_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert wandb_lines(proc.stdout + proc.stderr) == [
+        wandb_missing("the suite's leaderboard goes to its files only")]
+    assert not list(tmp_path.glob('**/wandb'))
