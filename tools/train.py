@@ -23,6 +23,8 @@ from benchmark.engine.launch import (check_data, config_identity, config_setting
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
 from benchmark.engine.progress import ProgressHook  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402
+from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,  # noqa: E402
+                                            check_work_dir_free, hold_work_dir, release_work_dir)
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence  # noqa: E402
 
 
@@ -52,11 +54,14 @@ def build_runner(args: argparse.Namespace) -> tuple:
     before the run edits it.
     With --check-only: (None, None) once the config is checked (dist_train.sh checks once, in
     one process, before it starts the processes)."""
-    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher,
-                      None if args.check_only else args.resume)
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
     if args.check_only:
+        check_work_dir_free(cfg.work_dir)
         return None, None
+    hold_work_dir(cfg.work_dir)  # rank 0, until this process ends: one trainer per work dir
+    if args.resume:  # chosen once the work dir is ours (another trainer may be writing there)
+        cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
@@ -75,6 +80,9 @@ def main(argv=None) -> int:
     allow_mmengine_checkpoints()
     try:
         runner, identity = build_runner(args)
+    except WorkDirBusy as err:
+        fail(str(err))
+        return WORK_DIR_BUSY_EXIT_CODE
     except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:
             raise
@@ -82,6 +90,14 @@ def main(argv=None) -> int:
         return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
     if runner is None:
         return 0
+    try:
+        return train(runner, args, identity)
+    finally:  # the process usually ends here, which gives it up as well
+        release_work_dir(runner.cfg.work_dir)
+
+
+def train(runner, args: argparse.Namespace, identity: dict) -> int:
+    """Train (and evaluate) with the built runner; the exit code."""
     cfg = runner.cfg
     runner.register_hook(ProgressHook())  # epoch, ETA and progress.json; not a config key
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run

@@ -1,0 +1,215 @@
+"""One trainer per work dir: an exclusive lock that dies with its holder.
+
+A training job holds ``<work dir>/trainer.lock`` (rank 0 holds it for the whole job) from before
+it reads any data until it exits, evaluation included. A second trainer on the same work dir
+refuses in one line, naming the holder, and exits with `WORK_DIR_BUSY_EXIT_CODE`.
+
+The lock is `fcntl.flock` on the file: the kernel releases it when the holding process ends,
+however it ends (SIGKILL included), so a dead trainer never blocks its work dir and there is
+nothing to clean up. The file holds the holder's pid, host and start time, for the message; it
+is never deleted (a process that deleted it while another waited on it would let a third lock a
+new file of the same name). `FileLock` is the same lock for other files (a suite's run claims).
+
+Within one process, taking the lock of a work dir it already holds is a no-op: a tool called
+twice in one process (its tests) trains, then resumes, in one work dir.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import os.path as osp
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+from benchmark import dist
+
+TRAINER_LOCK = 'trainer.lock'  # in the work dir: held by the job training there
+# EX_TEMPFAIL of sysexits.h: the work dir is busy now, the same command works later.
+WORK_DIR_BUSY_EXIT_CODE = 75
+# A file system without flock (some network mounts) raises one of these: no lock, a warning.
+NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+@dataclass
+class Holder:
+    """Who holds a lock, as its file says."""
+
+    pid: Optional[int] = None
+    host: str = ''
+    since: str = ''
+
+    def describe(self) -> str:
+        """'pid 4242 on host node7 since 2025-03-01 12:00:03 UTC' ('another process' if unknown)."""
+        if self.pid is None:
+            return 'another process'
+        return f'pid {self.pid} on host {self.host or "?"} since {self.since or "?"}'
+
+    def alive_here(self) -> Optional[bool]:
+        """Whether the holder's pid runs on this host (None: another host, or unknown)."""
+        if self.pid is None or self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+class LocksUnsupported(OSError):
+    """The file system of a lock file does not support flock."""
+
+
+class FileLock:
+    """An exclusive, non-blocking flock on ``path``, with the holder written into the file.
+
+    Args:
+        path: The lock file (created if missing, never deleted).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: Optional[int] = None
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def try_acquire(self, note: bool = True) -> bool:
+        """Take the lock if nobody holds it; True if taken. ``note``: write this process as
+        the holder (a probe that releases at once does not).
+
+        Raises:
+            LocksUnsupported: The file system has no flock.
+        """
+        if self.fd is not None:
+            return True
+        os.makedirs(osp.dirname(osp.abspath(self.path)), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as err:
+            os.close(fd)
+            if err.errno in NO_LOCKS:
+                raise LocksUnsupported(err.errno, f'no file locks on this file system ({err.strerror})',
+                                       self.path) from None
+            raise
+        self.fd = fd
+        if note:
+            text = json.dumps(dict(pid=os.getpid(), host=socket.gethostname(),
+                                   since=time.strftime('%Y-%m-%d %H:%M:%S %Z')))
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (text + '\n').encode(), 0)
+        return True
+
+    def release(self) -> None:
+        """Give the lock up (closing the file releases it)."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+    def holder(self) -> Holder:
+        """The holder the file names. A holder that has just taken the lock may not have
+        written itself yet: a file naming a process that no longer runs here is read again for
+        up to a second, as is an empty one."""
+        for _ in range(10):
+            found = read_holder(self.path)
+            if found.pid is not None and found.alive_here() is not False:
+                return found
+            time.sleep(0.1)
+        return Holder()
+
+    def probe(self) -> Optional[Holder]:
+        """None if nobody holds the lock now (taken and given back at once), else the holder."""
+        if self.held:
+            return None
+        if not osp.exists(self.path):
+            return None
+        if self.try_acquire(note=False):
+            self.release()
+            return None
+        return self.holder()
+
+
+def read_holder(path: str) -> Holder:
+    """The holder a lock file names (an empty `Holder` when it names none)."""
+    try:
+        with open(path, encoding='utf-8') as handle:
+            data = json.loads(handle.read() or '{}')
+        return Holder(int(data['pid']), str(data.get('host', '')), str(data.get('since', '')))
+    except (OSError, ValueError, KeyError, TypeError):
+        return Holder()
+
+
+class WorkDirBusy(RuntimeError):
+    """Another live trainer holds the work dir (one line, naming it)."""
+
+    def __init__(self, work_dir: str, holder: Holder) -> None:
+        self.work_dir, self.holder = work_dir, holder
+        super().__init__(f'work dir {work_dir} is being trained by {holder.describe()}; wait for '
+                         'it or pick another --work-dir')
+
+
+_HELD: Dict[str, FileLock] = {}  # work dir -> this process's lock of it
+
+
+def lock_path(work_dir: str) -> str:
+    """<work dir>/trainer.lock."""
+    return osp.join(work_dir, TRAINER_LOCK)
+
+
+def hold_work_dir(work_dir: str) -> Optional[FileLock]:
+    """On rank 0: take the work dir's trainer lock for this process's lifetime (None on other
+    ranks, and where the file system has no locks: a warning then).
+
+    Raises:
+        WorkDirBusy: Another live process holds it.
+    """
+    if not dist.is_main():
+        return None
+    key = osp.realpath(work_dir)
+    if key in _HELD:
+        return _HELD[key]
+    lock = FileLock(lock_path(work_dir))
+    try:
+        taken = lock.try_acquire()
+    except LocksUnsupported as err:
+        print(f'warning: {work_dir}: {err.strerror}; a second trainer started on this work dir '
+              'would not be stopped', file=sys.stderr)
+        return None
+    if not taken:
+        raise WorkDirBusy(work_dir, lock.holder())
+    _HELD[key] = lock
+    return lock
+
+
+def release_work_dir(work_dir: str) -> None:
+    """Give up this process's trainer lock of ``work_dir`` (exiting gives it up too)."""
+    lock = _HELD.pop(osp.realpath(work_dir), None)
+    if lock is not None:
+        lock.release()
+
+
+def check_work_dir_free(work_dir: str) -> None:
+    """Raise WorkDirBusy if another process trains in ``work_dir`` now (nothing is created).
+
+    Raises:
+        WorkDirBusy: Another live process holds its trainer lock.
+    """
+    if osp.realpath(work_dir) in _HELD:
+        return
+    try:
+        holder = FileLock(lock_path(work_dir)).probe()
+    except LocksUnsupported:
+        return
+    if holder is not None:
+        raise WorkDirBusy(work_dir, holder)

@@ -1,0 +1,148 @@
+"""One trainer per work dir: the lock held by another process refuses a second trainer in one
+line naming it (pid, host, since), tools/train.py and tools/dist_train.sh exit 75 with that line
+before reading any data, and a holder killed with SIGKILL blocks nothing."""
+import errno
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.engine import work_dir_lock as wl
+from benchmark.engine.work_dir_lock import (TRAINER_LOCK, WORK_DIR_BUSY_EXIT_CODE, FileLock, Holder,
+                                            WorkDirBusy, check_work_dir_free, hold_work_dir,
+                                            read_holder, release_work_dir)
+from tests.conftest import ROOT
+
+HOLD = ('import sys; from benchmark.engine.work_dir_lock import hold_work_dir; '
+        'hold_work_dir(sys.argv[1]); print("held", flush=True); sys.stdin.read()')
+BUSY = re.compile(r'work dir (\S+) is being trained by pid (\d+) on host (\S+) since '
+                  r'(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S*); wait for it or pick another --work-dir')
+
+
+@pytest.fixture
+def holder(subprocess_env):
+    """holder(work_dir) -> a live process of its own holding the work dir's trainer lock."""
+    procs = []
+
+    def start(work_dir) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, '-c', HOLD, str(work_dir)], env=subprocess_env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline().strip() == 'held'
+        return proc
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(autouse=True)
+def rank_0(monkeypatch):
+    monkeypatch.delenv('RANK', raising=False)
+    monkeypatch.delenv('SLURM_PROCID', raising=False)
+
+
+def test_a_work_dir_held_by_another_process_is_refused_naming_it(tmp_path, holder):
+    proc = holder(tmp_path)
+    with pytest.raises(WorkDirBusy) as busy:
+        hold_work_dir(str(tmp_path))
+    found = BUSY.fullmatch(str(busy.value))
+    assert found, str(busy.value)
+    assert found.groups()[:3] == (str(tmp_path), str(proc.pid), socket.gethostname())
+    with pytest.raises(WorkDirBusy):
+        check_work_dir_free(str(tmp_path))  # the probe of `train.py --check-only`
+    assert read_holder(str(tmp_path / TRAINER_LOCK)).pid == proc.pid  # the probe wrote nothing
+
+
+def test_a_sigkilled_holder_blocks_nothing(tmp_path, holder):
+    proc = holder(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    check_work_dir_free(str(tmp_path))
+    lock = hold_work_dir(str(tmp_path))  # the stale file is simply taken over
+    try:
+        assert lock.held and read_holder(lock.path).pid == os.getpid()
+        assert (tmp_path / TRAINER_LOCK).is_file()
+    finally:
+        release_work_dir(str(tmp_path))
+
+
+def test_the_holding_process_may_take_it_again_and_gives_it_up(tmp_path, subprocess_env):
+    """A tool run twice in one process (train, then --resume) trains in its own work dir;
+    once given up, another process takes it."""
+    first = hold_work_dir(str(tmp_path))
+    try:
+        assert hold_work_dir(str(tmp_path / '.')) is first
+        check_work_dir_free(str(tmp_path))
+    finally:
+        release_work_dir(str(tmp_path))
+    assert not first.held
+    proc = subprocess.run([sys.executable, '-c', HOLD, str(tmp_path)], env=subprocess_env,
+                          input='', capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == 'held', proc.stderr
+
+
+def test_only_rank_0_takes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv('RANK', '1')
+    assert hold_work_dir(str(tmp_path / 'w')) is None
+    assert not (tmp_path / 'w').exists()
+
+
+def test_a_file_system_without_locks_warns_and_trains(tmp_path, monkeypatch, capsys):
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, 'No locks available')
+    monkeypatch.setattr(wl.fcntl, 'flock', no_locks)
+    assert hold_work_dir(str(tmp_path)) is None
+    err = capsys.readouterr().err
+    assert err.startswith(f'warning: {tmp_path}: no file locks on this file system') and \
+        err.count('\n') == 1
+    check_work_dir_free(str(tmp_path))  # no lock to probe either
+
+
+def test_an_unreadable_or_stale_holder_reads_as_another_process(tmp_path, monkeypatch):
+    path = tmp_path / TRAINER_LOCK
+    path.write_text('not json')
+    assert read_holder(str(path)) == Holder()
+    assert Holder().describe() == 'another process'
+    monkeypatch.setattr(wl.time, 'sleep', lambda s: None)
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()
+    path.write_text(f'{{"pid": {dead}, "host": "{socket.gethostname()}", "since": "x"}}\n')
+    assert FileLock(str(path)).holder() == Holder()  # names a process that is gone
+    path.write_text('{"pid": 7, "host": "elsewhere", "since": "x"}\n')
+    assert FileLock(str(path)).holder().describe() == 'pid 7 on host elsewhere since x'
+
+
+# -- the tools ------------------------------------------------------------------------------
+
+def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path, holder, run_main):
+    from tools import train
+    proc = holder(tmp_path / 'w')
+    code, out, err, _ = run_main(train, 'configs/mixco_r18_tiny.py', '--work-dir', tmp_path / 'w',
+                                 '--resume', '--cfg-options',
+                                 f'train_dataloader.dataset.data_root={tmp_path / "nowhere"}')
+    assert code == WORK_DIR_BUSY_EXIT_CODE == 75
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: ')
+    found = BUSY.fullmatch(lines[0][len('error: '):])
+    assert found and found.group(2) == str(proc.pid), lines
+    assert sorted(p.name for p in (tmp_path / 'w').iterdir()) == [TRAINER_LOCK]
+
+
+def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subprocess_env):
+    proc = holder(tmp_path / 'w')
+    env = dict(subprocess_env, PYTHON=sys.executable)
+    run = subprocess.run(['bash', str(ROOT / 'tools' / 'dist_train.sh'), 'configs/mixco_r18_tiny.py',
+                          '2', '--work-dir', str(tmp_path / 'w')], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 75, run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and BUSY.fullmatch(lines[0][len('error: '):]), lines
+    assert f'pid {proc.pid} ' in lines[0]
+    assert not list(Path(tmp_path / 'w').glob('*/*.log'))  # nothing started
