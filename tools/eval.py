@@ -8,6 +8,7 @@ python tools/eval.py configs/mixco_r18_tiny.py CKPT --device cuda:1   # features
 import argparse
 import os.path as osp
 import sys
+import time
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
 
@@ -17,10 +18,11 @@ from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # n
 from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
                                            read_config, validate_config)
 from benchmark.engine.launch import config_identity, config_setting  # noqa: E402
+from benchmark.engine.progress import duration  # noqa: E402
 from benchmark.evaluation.device import eval_device  # noqa: E402
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402
 from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,  # noqa: E402
-                             PROTOCOL_ALIASES)
+                             PROTOCOL_ALIASES, protocol_name)
 from benchmark.reports.run_report import write_run_report  # noqa: E402
 
 
@@ -70,10 +72,25 @@ def main(argv=None) -> int:
         validate_config(cfg)
     except ConfigError as err:  # name the config; checkpoint and data errors name their file
         raise ConfigError(f'{args.config}: {err}') from None
-    out = evaluate_checkpoint(cfg, args.checkpoint, args.protocols, args.eval_data,
-                              args.data_root, args.linear_config, args.batch_size,
-                              args.num_workers, work_dir_of=args.config, work_dir=args.work_dir,
-                              device=args.device)
+    # The protocols on extracted features, then linear_paper (its own run): a line as each
+    # part starts and ends, with its time.
+    names = [protocol_name(p) for p in args.protocols]
+    out = None
+    parts = [p for p in names if p != 'linear_paper'], [p for p in names if p == 'linear_paper']
+    for part in parts:
+        if not part:
+            continue
+        label, start = ', '.join(part), time.monotonic()
+        print(f'{label}: started', flush=True)
+        done = evaluate_checkpoint(cfg, args.checkpoint, part, args.eval_data, args.data_root,
+                                   args.linear_config, args.batch_size, args.num_workers,
+                                   work_dir_of=args.config, work_dir=args.work_dir,
+                                   device=args.device)
+        print(f'{label}: done in {duration(time.monotonic() - start)}', flush=True)
+        if out is None:
+            out = done
+        else:
+            out['protocols'].update(done['protocols'])
     mine = args.checkpoint != 'random'
     path = record_evaluation(out['protocols'], out['run'], out['eval_data'], args.results_dir,
                              args.checkpoint if mine else None, config_identity(cfg),

@@ -55,13 +55,15 @@ class SuiteTimes:
     A run that trains takes its config's measured seconds per epoch (the mean over this
     invocation's runs of that config, else of all runs) times its epochs left, plus the mean
     time of a finished run outside its training (start-up, evaluations). Until some run has
-    measured an epoch, nothing is known.
+    measured an epoch, nothing is known; until a run has finished, the time outside training
+    counts only the start-ups seen so far.
     """
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self.per_epoch: Dict[str, Tuple[str, float]] = {}  # run -> (config, its s/epoch)
         self.outside: List[float] = []  # finished runs' seconds outside training
+        self.startups: List[float] = []  # seconds from a run's start to its first progress
 
     def learn_epoch(self, run: str, config: str, seconds: float) -> None:
         """The run's latest measured seconds per epoch (running or finished)."""
@@ -75,9 +77,13 @@ class SuiteTimes:
                or [s for _, s in self.per_epoch.values()])
         return sum(own) / len(own) if own else None
 
+    def learn_startup(self, seconds: float) -> None:
+        self.startups.append(max(seconds, 0.0))
+
     @property
     def outside_mean(self) -> float:
-        return sum(self.outside) / len(self.outside) if self.outside else 0.0
+        seen = self.outside or self.startups
+        return sum(seen) / len(seen) if seen else 0.0
 
     def run_seconds(self, config: str, epochs: int) -> Optional[float]:
         """A run still to start: `epochs` to train (0: evaluations only)."""

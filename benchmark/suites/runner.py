@@ -126,6 +126,7 @@ class Live:
     progress: Optional[dict] = None
     shown_at: float = float('-inf')
     shown: Tuple[int, int] = (0, 0)  # (epoch, iter) of the last progress line
+    started_up: bool = False  # its start-up time is counted
     trained_shown: bool = False
 
 
@@ -313,6 +314,10 @@ class SuiteRunner:
         if state is None or float(state.get('updated') or 0) < live.launched - 1:
             return  # none yet, or the file of an earlier attempt
         live.progress = state
+        if not live.started_up and state.get('train_s') is not None:
+            live.started_up = True
+            late = time.time() - float(state['updated'])
+            self.times.learn_startup(time.monotonic() - live.began - late - float(state['train_s']))
         if state.get('s_per_epoch') is not None:
             self.times.learn_epoch(live.plan.run.name, live.plan.run.config,
                                    float(state['s_per_epoch']))

@@ -73,7 +73,9 @@ def test_killed_suite_restarts_without_retraining(tmp_path, subprocess_env):
     lines = again.stdout.splitlines()
     assert lines[1] == f'[1/2] {first_run.name}: done (records exist)'
     assert lines[2].startswith(f'[2/2] {second_run.name}: resumed from ')
-    assert lines[2].endswith('s') and '-> ok in' in lines[2]
+    ended = [line for line in lines if line.startswith(f'[2/2] {second_run.name}: resumed from ')
+             and ' -> ' in line]
+    assert len(ended) == 1 and ended[0].endswith('s') and '-> ok in' in ended[0]
     assert lines[-2] == 'summary: 2 run(s): 1 done before, 1 resumed'
     # The first run was not trained again: every file it wrote is untouched.
     assert {p: p.stat().st_mtime_ns for p in first_run.iterdir() if p.is_file()} == stamps

@@ -284,6 +284,8 @@ def test_epochs_left_and_the_eta_arithmetic(suite_from_text):
     times.learn_epoch('r1', 'a.py', 4.0)  # the run's newer measurement replaces its older one
     times.learn_epoch('r2', 'b.py', 10.0)
     assert times.seconds_per_epoch('a.py') == 4.0 and times.seconds_per_epoch('c.py') == 7.0
+    times.learn_startup(8.0)  # before any run has finished: the start-ups seen
+    assert times.run_seconds('a.py', 10) == 48.0
     times.learn_outside(20.0)
     assert times.run_seconds('a.py', 10) == 60.0 and times.run_seconds('a.py', 0) == 20.0
     assert times.eta([5.0, 10.0], [60.0]) == 65.0
