@@ -48,8 +48,7 @@ SUITES = 'suites'  # work_dirs/suites/<suite>/<run>/ and <results>/suites/<suite
 SUITE_RUN_FILE = 'suite_run.json'  # in a run's work dir: the config hash it was started with
 SUITE_TRAIN_LOG = 'suite_train.log'  # in a run's work dir: training output, every attempt
 SUITE_EVAL_LOG = 'suite_eval_{}.log'  # in a run's work dir: one evaluation's output
-SLURM_SCRIPT = 'slurm_job.sh'  # in a run's work dir: the batch script the suite submitted
-SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: the id sbatch answered
+SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: its array task's SLURM job id
 SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
 
 

@@ -46,9 +46,8 @@ def test_suite_paths():
     assert layout.suite_work_dir('demo', 'mixco_r18_digits-s0') == Path(
         'work_dirs/suites/demo/mixco_r18_digits-s0')
     assert (layout.SUITE_RUN_FILE, layout.SUITE_TRAIN_LOG, layout.SUITE_EVAL_LOG.format('knn'),
-            layout.SLURM_SCRIPT, layout.SLURM_JOB_FILE, layout.SUITE_CURVES) == (
-        'suite_run.json', 'suite_train.log', 'suite_eval_knn.log', 'slurm_job.sh',
-        'slurm_job_id', 'curves.png')
+            layout.SLURM_JOB_FILE, layout.SUITE_CURVES) == (
+        'suite_run.json', 'suite_train.log', 'suite_eval_knn.log', 'slurm_job_id', 'curves.png')
 
 
 def test_import_path_puts_the_checkout_first_and_keeps_the_rest(tmp_path):

@@ -3,7 +3,7 @@
 python tools/run_suite.py configs/suites/demo_digits.py            # or just: demo_digits
 python tools/run_suite.py demo_digits --dry-run                    # the plan: skip/resume/start
 python tools/run_suite.py demo_digits --seeds 0 1 --only mixco     # two seeds, MixCo's runs only
-python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu
+python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu   # one job array
 python tools/run_suite.py demo_digits --seeds 0 1 --publish README.md  # summary into a page
 python tools/run_suite.py demo_digits --seeds 0 1 --parallel 2 --procs 1   # 2 runs at once
 
@@ -33,7 +33,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='run only the runs whose name matches (glob, or a substring)')
     parser.add_argument('--launcher', choices=['local', 'slurm'], default='local',
                         help='local: tools/dist_train.sh here (--parallel runs at once); slurm: one '
-                        'sbatch job per run (tools/slurm_train.sh)')
+                        'SLURM job array through submitit, one task per run')
+    parser.add_argument('--wait', action='store_true',
+                        help='with --launcher slurm: wait for the array to end, then render '
+                        'the table (default: submit and return; rerun to render)')
     parser.add_argument('--parallel', type=positive_int, default=1, metavar='N',
                         help='local launcher: up to N runs at once, each on its own GPUs '
                         '(procs each) or its share of the CPU cores, its evaluations after it')
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
                      results_root=args.results_root, work_root=args.work_root,
                      partition=args.partition,
                      paper=None if args.paper.lower() == 'none' else Path(args.paper),
-                     use_wandb=not args.no_wandb, publish_to=args.publish,
+                     use_wandb=not args.no_wandb, publish_to=args.publish, wait=args.wait,
                      parallel=args.parallel, procs=args.procs,
                      out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
 

@@ -1,96 +1,399 @@
-"""Submit a suite's runs to SLURM: one batch job per run, training then its evaluations.
+"""Submit a suite's runs to SLURM through submitit: one job array, one task per run.
 
-Each job trains with ``--resume`` (a requeued job continues from its checkpoint) and gets
-SIGUSR1 two minutes before its time limit, on which the run saves and exits 143. Every function
-takes the suite's `SuiteRunner` (its suite, SLURM keys, commands, environment and output).
+Each task trains its run (``tools/dist_train.sh CONFIG PROCS ... --resume``), then runs the
+evaluations still to do, inside its allocation. submitit asks SLURM for its pre-emption signal
+(USR2) ``signal_delay_s`` seconds before the time limit; the task then sends SIGTERM to its
+training, which saves a checkpoint and exits 143, and submitit requeues the task, which
+resumes from that checkpoint. The suite's ``slurm=dict(...)`` keys map to submitit's
+parameters (`PARAMETERS`; docs/suites.md has the table). ``slurm=dict(cluster='local')`` runs
+the same array on this machine through submitit's local executor.
 """
 from __future__ import annotations
 
+import ctypes
+import math
 import os
+import re
 import shlex
+import signal
 import subprocess
-import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List, Optional, Tuple
 
-from benchmark.layout import REPO_ROOT, SLURM_JOB_FILE, SLURM_SCRIPT
+import submitit
+from submitit.core.job_environment import JobEnvironment
+
+from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
+from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
+from benchmark.layout import SLURM_JOB_FILE, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
-from benchmark.suites.spec import Run, resolve_config
+from benchmark.suites.spec import SuiteError
+
+# The suite's slurm keys and what each sets (AutoExecutor parameters; slurm_* only on SLURM).
+PARAMETERS = {
+    'partition': 'slurm_partition',
+    'time': 'timeout_min',  # SLURM's time format or minutes
+    'gpus_per_node': 'gpus_per_node',  # default: procs; 0 for CPU processes
+    'cpus_per_task': 'cpus_per_task',  # the run's task: all its processes; default 5 per process
+    'mem': 'slurm_mem',
+    'account': 'slurm_account',
+    'qos': 'slurm_qos',
+    'constraint': 'slurm_constraint',
+    'array_parallelism': 'slurm_array_parallelism',  # tasks running at once
+    'signal_delay_s': 'slurm_signal_delay_s',  # pre-emption signal this long before the limit
+    'max_num_timeout': 'max_num_timeout',  # requeues after reaching the time limit
+    'extra': 'slurm_additional_parameters',  # any other sbatch option: dict(exclusive=True)
+    'cluster': 'cluster',  # 'slurm', or 'local' (this machine, for trying a submission)
+}
+CPUS_PER_PROCESS = 5
+SIGNAL_DELAY_S = 120
+LOCAL_TIMEOUT_MIN = 7 * 24 * 60  # cluster='local' without a time: a week
+SUBMITIT_DIR = 'submitit'  # work_dirs/suites/<name>/submitit/<job id>/: submitit's files
 
 
-def slurm_script(runner, plan: RunPlan) -> str:
-    """The batch script of one run: training (always --resume: a requeue continues), then
-    the evaluations still to do, each inside the allocation."""
-    run, gpn, cpus = plan.run, _gpus_per_node(runner), runner.slurm.get('cpus_per_task', 5)
-    q = shlex.quote
-    lines = ['#!/usr/bin/env bash',
-             f'# Suite {runner.suite.name}, run {run.name}: written by tools/run_suite.py; '
-             'rerunning the suite skips what finished.',
-             'set -eo pipefail', f'cd {q(os.getcwd())}',
-             f'export PYTHON="${{PYTHON:-{sys.executable}}}"']
-    if plan.train in ('resume', 'start'):
-        lines.append(f'GPUS={runner.suite.procs} GPUS_PER_NODE={gpn} CPUS_PER_TASK={cpus} bash '
-                     + ' '.join(q(c) for c in [
-                         str(REPO_ROOT / 'tools' / 'slurm_train.sh'), runner.slurm['partition'],
-                         _job_name(runner, run), resolve_config(run.config),
-                         *runner.train_args(plan)]))
-    for evaluation in runner.suite.evaluations:
-        if evaluation.is_default or plan.evals.get(evaluation.name) == 'done':
+# -- the suite's slurm keys -> submitit ------------------------------------------------------------
+
+def time_minutes(value: Any) -> int:
+    """Minutes of a SLURM time limit: 90, '90', '30:00' (min:s), '48:00:00', '2-00',
+    '2-12:00', '2-12:00:00' (days-h[:min[:s]]).
+
+    Raises:
+        ValueError: Another spelling, or no time at all.
+    """
+    text = str(value).strip()
+    if isinstance(value, bool) or not re.fullmatch(r'(\d+-)?\d+(:\d+){0,2}', text):
+        raise ValueError(value)
+    days, _, rest = text.rpartition('-')
+    parts = [int(p) for p in rest.split(':')]
+    if days:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+    elif len(parts) == 3:  # hours:minutes:seconds
+        hours, minutes, seconds = parts
+    else:  # minutes[:seconds]
+        hours, minutes, seconds = 0, parts[0], (parts + [0])[1]
+    total = ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(value)
+    return math.ceil(total / 60)
+
+
+def _positive_int(slurm: dict, key: str, where: str, default: Any = None, low: int = 1) -> Any:
+    value = slurm.get(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+        raise SuiteError(f'{where}: slurm.{key} must be an integer >= {low}, got {value!r}')
+    return value
+
+
+def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
+                      where: str) -> Tuple[str, Dict[str, Any], int]:
+    """(cluster, AutoExecutor parameters, max_num_timeout) of a suite's slurm keys (which
+    `benchmark.suites.spec` checked against SLURM_KEYS).
+
+    Raises:
+        SuiteError: A value of the wrong form, in one line.
+    """
+    cluster = slurm.get('cluster', 'slurm')
+    if cluster not in ('slurm', 'local'):
+        raise SuiteError(f"{where}: slurm.cluster must be 'slurm' or 'local' (this machine), "
+                         f'got {cluster!r}')
+    params: Dict[str, Any] = dict(name=name, nodes=1, tasks_per_node=1)  # one task per run
+    if slurm.get('time') is None:
+        if cluster == 'slurm':
+            raise SuiteError(f"{where}: slurm.time is missing: each task's time limit, e.g. "
+                             "time='24:00:00' (a task that reaches it is requeued and resumes)")
+        params['timeout_min'] = LOCAL_TIMEOUT_MIN
+    else:
+        try:
+            params['timeout_min'] = time_minutes(slurm['time'])
+        except ValueError:
+            raise SuiteError(f"{where}: slurm.time {slurm['time']!r} is not a SLURM time; use "
+                             "e.g. '48:00:00', '2-00:00:00' or minutes (90)") from None
+    gpus = _positive_int(slurm, 'gpus_per_node', where, procs, low=0)
+    if gpus not in (0, procs):
+        raise SuiteError(f'{where}: slurm.gpus_per_node must be {procs} (one GPU per process, '
+                         f'procs = {procs}) or 0 (CPU processes), got {gpus}')
+    params['gpus_per_node'] = gpus
+    params['cpus_per_task'] = _positive_int(slurm, 'cpus_per_task', where,
+                                            CPUS_PER_PROCESS * procs)
+    delay = _positive_int(slurm, 'signal_delay_s', where, SIGNAL_DELAY_S)
+    if delay >= params['timeout_min'] * 60:
+        raise SuiteError(f"{where}: slurm.signal_delay_s ({delay} s) must be shorter than "
+                         f"slurm.time ({params['timeout_min']} min)")
+    params['slurm_signal_delay_s'] = delay
+    if (parallel := _positive_int(slurm, 'array_parallelism', where)) is not None:
+        params['slurm_array_parallelism'] = parallel
+    for key in ('partition', 'account', 'qos', 'constraint', 'mem'):
+        value = slurm.get(key)
+        if value is None:
             continue
-        cmd = runner.eval_command(run, evaluation, '"$PYTHON"')
-        lines.append('srun --ntasks=1 --nodes=1 --gres=gpu:1 "$PYTHON" '
-                     + ' '.join(q(c) for c in cmd[1:]))
-    return '\n'.join(lines) + '\n'
+        if key == 'mem' and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            value = f'{value}G'
+        if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value) or (
+                key == 'mem' and not re.fullmatch(r'\d+[KMGT]?', value)):
+            hint = ("a size such as '64G' or a number of GB" if key == 'mem' else
+                    'a name without spaces')
+            raise SuiteError(f'{where}: slurm.{key} must be {hint}, got {slurm[key]!r}')
+        params[PARAMETERS[key]] = value
+    extra = slurm.get('extra') or {}
+    if not isinstance(extra, dict) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in extra.items()):
+        raise SuiteError(f"{where}: slurm.extra must be a dict of sbatch options without their "
+                         f"dashes, e.g. dict(exclusive=True, mail_type='END'), got {extra!r}")
+    params['slurm_additional_parameters'] = {'requeue': True, **extra}
+    timeouts = _positive_int(slurm, 'max_num_timeout', where, 3, low=0)
+    return cluster, params, timeouts
 
-def _gpus_per_node(runner) -> int:
-    return int(runner.slurm.get('gpus_per_node') or min(runner.suite.procs, 8))
 
-def _job_name(runner, run: Run) -> str:
-    return f'{runner.suite.name}.{run.name}'
+def make_executor(folder: Path, slurm: Dict[str, Any], procs: int, name: str,
+                  where: str) -> submitit.AutoExecutor:
+    """The submitit executor of a suite's array, its parameters set.
 
-def sbatch_command(runner, plan: RunPlan, script: str) -> List[str]:
-    run, gpn = plan.run, _gpus_per_node(runner)
-    cmd = ['sbatch', '--parsable', f'--job-name={_job_name(runner, run)}',
-           f"--partition={runner.slurm['partition']}", f'--ntasks={runner.suite.procs}',
-           f'--ntasks-per-node={min(gpn, runner.suite.procs)}', f'--gres=gpu:{gpn}',
-           f"--cpus-per-task={runner.slurm.get('cpus_per_task', 5)}",
-           f'--output={Path(run.work_dir) / "slurm-%j.out"}']
-    if runner.slurm.get('time'):  # USR1 two minutes before the limit: save, exit 143
-        cmd += [f"--time={runner.slurm['time']}", '--signal=USR1@120']
-    return cmd + list(runner.slurm.get('extra') or []) + [script]
-
-def submit_run(runner, index: int, plan: RunPlan) -> Outcome:
-    run = plan.run
-    prefix = f'[{index}/{runner.total}] {run.name}:'
-    if not plan.has_work:
-        queued = plan.train == 'queued' or 'queued' in plan.evals.values()
-        state = 'queued' if queued else plan.train
-        runner.out(f'{prefix} ' + (f'queued (SLURM job {plan.job})' if state == 'queued'
-                                 else 'done (records exist)'))
-        return Outcome(run, state, job=plan.job)
-    mark_work_dir(run)
-    script = Path(run.work_dir) / SLURM_SCRIPT
-    script.write_text(slurm_script(runner, plan), encoding='utf-8')
-    script.chmod(0o755)
-    cmd = sbatch_command(runner, plan, str(script))
+    Raises:
+        SuiteError: Bad slurm keys, or no SLURM on this machine.
+    """
+    cluster, params, timeouts = executor_settings(slurm, procs, name, where)
     try:
-        answer = subprocess.run(cmd, capture_output=True, text=True, env=runner.env, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        runner.out(f'{prefix} sbatch failed ({err})')
-        return Outcome(run, 'failed', ok=False)
-    job = answer.stdout.strip().split(';')[0]
-    if answer.returncode != 0 or not job:
-        reason = (answer.stderr.strip().splitlines() or [f'exit {answer.returncode}'])[-1]
-        runner.out(f'{prefix} sbatch failed: {reason}')
-        return Outcome(run, 'failed', ok=False)
-    (Path(run.work_dir) / SLURM_JOB_FILE).write_text(job + '\n', encoding='utf-8')
-    what = {'resume': 'resume', 'start': 'start'}.get(plan.train, 'evaluations')
-    log = str(Path(run.work_dir) / f'slurm-{job}.out')
-    runner.out(f'{prefix} submitted SLURM job {job} ({what}); log {log}')
-    return Outcome(run, 'submitted', log=log, job=job)
+        executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster,
+                                         slurm_max_num_timeout=timeouts,
+                                         local_max_num_timeout=timeouts)
+    except RuntimeError as err:  # SlurmExecutor without srun
+        raise SuiteError(f'--launcher slurm: {err} (submit from a machine of the cluster, or '
+                         "set slurm=dict(cluster='local') to run the array here)") from None
+    if cluster == 'local':  # its CUDA_VISIBLE_DEVICES: at most the GPUs this machine has
+        import torch
+        params['local_gpus_per_node'] = min(params['gpus_per_node'], torch.cuda.device_count())
+    executor.update_parameters(**params)
+    if cluster == 'local':  # not an AutoExecutor parameter of the local executor
+        executor._executor.update_parameters(signal_delay_s=params['slurm_signal_delay_s'])
+    return executor
+
+
+# -- one task: a run's training and evaluations ---------------------------------------------------
+
+@dataclass
+class Step:
+    """One command of a task: 'train' or an evaluation's name, its command, its log."""
+
+    name: str
+    cmd: List[str]
+    log: str
+
+
+def _exit_status(proc: subprocess.Popen) -> Optional[int]:
+    """The exit status of `proc`, waiting for its end without reaping it (os.waitid with
+    WNOWAIT): a signal handler must not take Popen's lock, which the interrupted frame may
+    hold."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # reaped by Popen meanwhile
+        return proc.returncode
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+class RunTask(submitit.helpers.Checkpointable):
+    """A run's array task: training (if any), then its evaluations, each a child process with
+    its output appended to the run's logs.
+
+    On submitit's pre-emption signal `checkpoint` sends SIGTERM to the running child (a
+    training saves a checkpoint and exits 143), waits for its end and returns this task, with
+    the steps it finished, for submitit to requeue. The children ignore that signal: SLURM may
+    send it to every process of the task, and only this one acts on it.
+    """
+
+    def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str) -> None:
+        self.run, self.train, self.evals, self.python = run, train, evals, python
+        self.done: List[str] = []  # steps finished (kept across requeues)
+        self.diverged = False
+        self._proc: Optional[subprocess.Popen] = None  # the running child, and its step
+        self._step: Optional[Step] = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.update(_proc=None, _step=None)
+        return state
+
+    def _child_setup(self) -> None:  # pragma: no cover - runs in the child before exec
+        try:  # Linux: SIGTERM to the child when the task dies (PR_SET_PDEATHSIG)
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+        sig = JobEnvironment._usr_sig()
+        signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+
+    def _execute(self, step: Step) -> int:
+        Path(step.log).parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHON=self.python)
+        sig = JobEnvironment._usr_sig()
+        with open(step.log, 'a', encoding='utf-8') as handle:
+            handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                         f"{' '.join(shlex.quote(c) for c in step.cmd)}\n")
+            handle.flush()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {sig})  # checkpoint() sees the child
+            try:
+                self._proc = subprocess.Popen(step.cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                              env=env, start_new_session=True,
+                                              preexec_fn=self._child_setup)
+                self._step = step
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+            try:
+                return self._proc.wait()
+            finally:
+                self._proc = self._step = None
+
+    def __call__(self) -> Dict[str, Any]:
+        """Train, then evaluate; what happened. A training that fails raises (the task fails);
+        a failed evaluation is named in the result and the others still run."""
+        if self.train and self.train.name not in self.done:
+            code = self._execute(self.train)
+            if code == DIVERGED_EXIT_CODE:
+                self.diverged = True
+            elif code == PREEMPTED_EXIT_CODE:
+                raise RuntimeError(
+                    f'run {self.run}: training stopped by a signal from outside the task '
+                    f'(exit 143) after saving a checkpoint; rerun the suite to resume it; '
+                    f'log {self.train.log}')
+            elif code != 0:
+                raise RuntimeError(f'run {self.run}: training failed (exit {code}); '
+                                   f'log {self.train.log}')
+            self.done.append(self.train.name)
+        failed = {}
+        for step in self.evals:
+            if self.diverged or step.name in self.done:
+                continue
+            if self._execute(step) == 0:
+                self.done.append(step.name)
+            else:
+                failed[step.name] = step.log
+        return dict(run=self.run, diverged=self.diverged, failed_evals=failed)
+
+    def checkpoint(self) -> submitit.helpers.DelayedSubmission:
+        """Stop the running child (SIGTERM: a training saves and exits 143), wait for its end,
+        and hand this task back to submitit for requeueing."""
+        proc, step = self._proc, self._step
+        if proc is not None:
+            if proc.returncode is None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)  # not Popen.send_signal: it may reap
+                except ProcessLookupError:
+                    pass
+            if _exit_status(proc) == 0 and step.name not in self.done:
+                self.done.append(step.name)
+        return super().checkpoint()
+
+
+# -- the suite's array ------------------------------------------------------------------------------
+
+def run_task(runner, plan: RunPlan) -> RunTask:
+    """The task of one plan: its training (always --resume: a requeued task continues) unless
+    trained, and the evaluations still to do."""
+    run, python = plan.run, runner.env['PYTHON']
+    train = None
+    if plan.train in ('resume', 'start'):
+        train = Step('train', runner.train_command(plan), str(Path(run.work_dir) / SUITE_TRAIN_LOG))
+    evals = [Step(e.name, runner.eval_command(run, e, python),
+                  str(Path(run.work_dir) / SUITE_EVAL_LOG.format(e.name)))
+             for e in runner.suite.evaluations
+             if not e.is_default and plan.evals.get(e.name) == 'todo']
+    return RunTask(run.name, train, evals, python)
+
+
+def submitit_folder(runner, plans: List[RunPlan]) -> Path:
+    """<work root>/suites/<name>/submitit/%j: submitit's scripts, pickles and logs per task."""
+    return Path(plans[0].run.work_dir).parent / SUBMITIT_DIR / '%j'
+
+
+def _error_line(err: BaseException) -> str:
+    """The error a task raised, from submitit's report of it (its traceback's last line)."""
+    text = str(err)
+    found = re.findall(r'^(?:\w+\.)*\w*(?:Error|Exception): .+$', text, re.M)
+    return found[-1] if found else (text.strip().splitlines() or [type(err).__name__])[0]
+
+
+def _skip(runner, index: int, plan: RunPlan) -> Outcome:
+    """A plan without work: done, diverged or queued."""
+    run = plan.run
+    queued = plan.train == 'queued' or 'queued' in plan.evals.values()
+    state = 'queued' if queued else plan.train
+    runner.out(f'[{index}/{runner.total}] {run.name}: '
+               + (f'queued (SLURM job {plan.job})' if state == 'queued'
+                  else 'done (records exist)'))
+    return Outcome(run, state, job=plan.job)
+
+
+def _finished(runner, index: int, plan: RunPlan, job) -> Outcome:
+    """Wait for one task; its outcome."""
+    run, log = plan.run, str(job.paths.stdout)
+    prefix = f'[{index}/{runner.total}] {run.name}: task {job.job_id}'
+    try:
+        result = job.result()
+    except Exception as err:  # submitit's FailedJobError / UncompletedJobError
+        runner.out(f'{prefix} -> failed: {_error_line(err)}; log {log}')
+        return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
+    state = ('diverged' if result['diverged'] else
+             {'resume': 'resumed', 'start': 'started'}.get(plan.train, 'done'))
+    runner.out(f'{prefix} -> ok ({state})'
+               + ''.join(f'; {name} failed, log {path}'
+                         for name, path in result['failed_evals'].items()))
+    return Outcome(run, state, log=log, failed_evals=dict(result['failed_evals']),
+                   job=job.job_id)
 
 
 def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
-    """Submit every plan's run; their outcomes."""
-    return [submit_run(runner, index, plan) for index, plan in enumerate(plans, 1)]
+    """Submit the plans that have work as one job array (one task per run), record each task's
+    job id in its run's work dir, and, with ``runner.wait`` (or cluster 'local'), wait for the
+    array and report each task; the outcomes of all plans in order.
+
+    Raises:
+        SuiteError: Bad slurm keys or no SLURM here, before anything is submitted.
+    """
+    todo = [(i, plan) for i, plan in enumerate(plans, 1) if plan.has_work]
+    outcomes: Dict[int, Outcome] = {}
+    executor = None
+    if todo:
+        executor = make_executor(submitit_folder(runner, plans), runner.slurm, runner.suite.procs,
+                                 runner.suite.name, f'suite {runner.suite.path}')
+    for index, plan in enumerate(plans, 1):
+        if not plan.has_work:
+            outcomes[index] = _skip(runner, index, plan)
+    if not todo:
+        return [outcomes[i] for i in sorted(outcomes)]
+    local = executor.cluster == 'local'
+    tasks = []
+    for _, plan in todo:
+        mark_work_dir(plan.run)
+        tasks.append(run_task(runner, plan))
+    try:
+        with submitit.helpers.environment_variables(PYTHONPATH=import_path()):
+            jobs = executor.submit_array(tasks)
+    except Exception as err:  # sbatch refused it (partition, account, limits, ...): its stderr
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        runner.out(f"submission failed: {lines[-1] if lines else type(err).__name__}")
+        for index, plan in todo:
+            outcomes[index] = Outcome(plan.run, 'failed', ok=False,
+                                      log=str(submitit_folder(runner, plans).parent))
+        return [outcomes[i] for i in sorted(outcomes)]
+    where = 'this machine' if local else 'SLURM'
+    runner.out(f'submitted {len(jobs)} task(s) to {where} through submitit '
+               f"({'job ' + jobs[0].job_id.split('_')[0] if not local else 'local jobs'}); "
+               f'its files in {jobs[0].paths.folder.parent}')
+    for (index, plan), job in zip(todo, jobs):
+        if not local:  # the planner asks squeue about it
+            (Path(plan.run.work_dir) / SLURM_JOB_FILE).write_text(job.job_id + '\n',
+                                                                  encoding='utf-8')
+        what = {'resume': 'resume', 'start': 'start'}.get(plan.train, 'evaluations')
+        runner.out(f'[{index}/{runner.total}] {plan.run.name}: submitted as task {job.job_id} '
+                   f'({what}); log {job.paths.stdout}')
+        outcomes[index] = Outcome(plan.run, 'submitted', log=str(job.paths.stdout),
+                                  job=job.job_id)
+    if local or getattr(runner, 'wait', False):
+        runner.out(f'waiting for {len(jobs)} task(s)')
+        for (index, plan), job in zip(todo, jobs):
+            outcomes[index] = _finished(runner, index, plan, job)
+    return [outcomes[i] for i in sorted(outcomes)]

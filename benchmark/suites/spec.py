@@ -49,7 +49,9 @@ SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations',
               'reuse')
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
-SLURM_KEYS = ('partition', 'gpus_per_node', 'cpus_per_task', 'time', 'extra')
+SLURM_KEYS = ('partition', 'time', 'gpus_per_node', 'cpus_per_task', 'mem', 'account', 'qos',
+              'constraint', 'array_parallelism', 'signal_delay_s', 'max_num_timeout', 'extra',
+              'cluster')  # benchmark.suites.slurm.PARAMETERS says what each sets
 EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
 
 

@@ -57,10 +57,11 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
               results_root: str = 'results', work_root: str = 'work_dirs',
               partition: Optional[str] = None, paper: Optional[Path] = None,
               use_wandb: bool = True, out: Callable[..., None] = print,
-              publish_to: Optional[str] = None, parallel: int = 1,
+              publish_to: Optional[str] = None, wait: bool = False, parallel: int = 1,
               procs: Optional[int] = None) -> int:
     """Run a suite; the exit status (0 all ok, 1 some step failed, 143 interrupted).
-    `publish_to`: a Markdown page whose block of this suite receives its summary.
+    `publish_to`: a Markdown page whose block of this suite receives its summary. `wait`: with
+    the SLURM launcher, wait for the submitted array to end before rendering.
     `parallel`: local runs at once; `procs`: processes per run instead of the suite's.
 
     Raises:
@@ -75,6 +76,7 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
     chosen = set(select(suite, only))
     runner = SuiteRunner(suite, launcher, partition, out=out,  # checks the launcher's settings
                          parallel=parallel)
+    runner.wait = wait  # read by benchmark.suites.slurm
     plans = plan_suite(suite, read_suite_records(suite.record_dirs))
     mine = [p for p in plans if p.run.name in chosen]
     variants = len({(r.config, r.variant_label) for r in suite.runs})

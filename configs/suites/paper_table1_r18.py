@@ -19,4 +19,4 @@ evaluations = [
     dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data'),
     dict(protocols=['linear_paper'], eval_data='cifar100', data_root='data'),
 ]
-slurm = dict(cpus_per_task=5, time='48:00:00')
+slurm = dict(time='48:00:00')  # and 5 CPUs per process, 2 GPUs: the defaults
