@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, Generator, List, Optional, Sequence, Tuple
 
@@ -30,6 +31,7 @@ from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.engine.progress import progress_line, read_progress
 from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_checkpoint
+from benchmark.suites.claim import RunClaims
 from benchmark.suites.outcome import Outcome, SuiteTimes
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.process import LoggedChild, duration, free_port
@@ -177,6 +179,8 @@ class SuiteRunner:
         self.finished = 0
         self.interrupted: Optional[int] = None
         self.total = len(suite.runs)  # runs of this invocation (--only may pick fewer)
+        self.claims = RunClaims(suite, out, requeue=lambda item: self.pending.append(item),
+                                stop=lambda: self.interrupted is not None)  # one process per run
 
     # -- commands --------------------------------------------------------------------------
     def train_args(self, plan: RunPlan) -> List[str]:
@@ -427,7 +431,8 @@ class SuiteRunner:
             while self.pending and free and not self.interrupted:
                 index, plan = self.pending.pop(0)
                 slot = free.pop(0)
-                step(slot, index, self.run_local(index, plan, slot))
+                step(slot, index, self.claims.run(index, self.total, plan,
+                                                  partial(self.run_local, index, slot=slot)))
             if not active:
                 break
             time.sleep(POLL_S)
