@@ -73,11 +73,13 @@ def run_main(capsys, monkeypatch):
     (``from tools import train``) run in-process from the repository root with wandb off, as
     the subprocess checks run the tools."""
     from mmengine.logging import MMLogger
+
+    from benchmark.engine.compat import manager_instances
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv('WANDB_MODE', 'disabled')
     monkeypatch.delenv('WANDB_API_KEY', raising=False)
     capsys.readouterr()
-    loggers = set(MMLogger._instance_dict)
+    loggers = set(manager_instances(MMLogger))
 
     def run(tool: ModuleType, *args) -> tuple:
         start = time.monotonic()
@@ -87,8 +89,9 @@ def run_main(capsys, monkeypatch):
     yield run
     # A Runner built in the call logs to the stdout this test captured, closed after it: its
     # console handlers go, so that a later test's log lines do not hit a closed stream.
-    for name in set(MMLogger._instance_dict) - loggers:
-        logger = MMLogger._instance_dict[name]
+    instances = manager_instances(MMLogger)
+    for name in set(instances) - loggers:
+        logger = instances[name]
         for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
             logger.removeHandler(handler)
 

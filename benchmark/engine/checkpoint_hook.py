@@ -17,6 +17,7 @@ from mmengine.registry import HOOKS
 
 from benchmark import dist
 from benchmark.atomic_io import atomic_write_text, fsync_dir
+from benchmark.engine.compat import runner_resumes
 from benchmark.engine.nan_guard import DivergedError, NaNGuardHook
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
@@ -142,7 +143,7 @@ class SafeCheckpointHook(CheckpointHook):
 
     # -- resuming ----------------------------------------------------------------------------
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        if not getattr(runner, '_resume', False) or 'rng_states' not in checkpoint:
+        if not runner_resumes(runner) or 'rng_states' not in checkpoint:
             return
         states = checkpoint['rng_states']
         if len(states) != get_world_size():

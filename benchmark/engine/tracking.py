@@ -23,6 +23,7 @@ from mmengine.visualization import WandbVisBackend
 
 from benchmark import dist
 from benchmark.atomic_io import atomic_write_text
+from benchmark.engine.compat import wandb_init_kwargs
 from benchmark.engine.checkpoints import checkpoint_meta
 from benchmark.layout import WANDB_RUN_ID_FILE
 
@@ -219,7 +220,7 @@ def wandb_run_id_of(visualizer: Any) -> Optional[str]:
     for name in WANDB_BACKENDS:
         backend = visualizer.get_backend(name) if visualizer is not None else None
         if backend is not None:
-            return (getattr(backend, '_init_kwargs', None) or {}).get('id')
+            return wandb_init_kwargs(backend).get('id')
     return None
 
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
+from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
 from benchmark.engine.launch import config_identity, config_setting
 from benchmark.evaluation.device import parse_device
@@ -152,7 +153,7 @@ def option_text(value: Any) -> str:
             return f'[{inner}]'
         return f'({inner},)' if len(value) == 1 else f'({inner})'
     if isinstance(value, str):
-        if DictAction._parse_iterable(value) != value or not value or ' ' in value:
+        if parse_cfg_option(value) != value or not value or ' ' in value:
             raise SuiteError(f'override value {value!r} cannot pass through --cfg-options '
                              '(it would be read as another type, or holds spaces)')
         return value
@@ -162,7 +163,7 @@ def option_text(value: Any) -> str:
 
 def parse_option(text: str) -> Any:
     """What tools/train.py's --cfg-options makes of KEY=VALUE's VALUE."""
-    return DictAction._parse_iterable(text)
+    return parse_cfg_option(text)
 
 
 def digest(overrides: Dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ from PIL import Image
 import benchmark.evaluation.evaluate as evaluate_module
 from benchmark.data.views import build_view
 from benchmark.engine import export
+from benchmark.engine.compat import manager_instances
 from benchmark.engine.config.check import merge_options, read_config
 from benchmark.engine.export import (RANDOM, build_from_statement, build_statement,
                                      export_backbone, export_run, resnet_recipe)
@@ -44,7 +45,7 @@ def tiny_options(data_root: str) -> dict:
 def trained(tmp_path_factory, fake_tiny):
     """(work dir, config) of a real training run through tools/train.py's runner."""
     work = tmp_path_factory.mktemp('run') / 'work'
-    before = set(MMLogger._instance_dict)
+    before = set(manager_instances(MMLogger))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv('WANDB_MODE', 'disabled')
         patch.chdir(ROOT)
@@ -52,8 +53,9 @@ def trained(tmp_path_factory, fake_tiny):
         runner, _ = train.build_runner(train.parse_args(
             [CONFIG, '--work-dir', str(work), '--no-eval', '--cfg-options', *options]))
         runner.train()
-    for name in set(MMLogger._instance_dict) - before:  # their streams close with this module
-        logger = MMLogger._instance_dict[name]
+    instances = manager_instances(MMLogger)
+    for name in set(instances) - before:  # their streams close with this module
+        logger = instances[name]
         for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
             logger.removeHandler(handler)
     cfg = read_config(str(ROOT / CONFIG))

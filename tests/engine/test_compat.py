@@ -1,6 +1,8 @@
-"""The mmengine workarounds in benchmark/compat.py: each test fails without its fix."""
+"""The mmengine workarounds in benchmark/engine/compat.py (each test fails without its fix), and
+the private mmengine names the suite uses (one test per name, naming it)."""
 import pickle
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,9 +15,15 @@ from mmengine.logging import MessageHub
 
 from benchmark.engine.compat import (
     MMENGINE_HISTORY_UPDATE,
+    PRIVATE_API,
     allow_mmengine_checkpoints,
     history_buffer_statistic,
+    manager_instances,
+    parse_cfg_option,
+    private_api_problem,
+    runner_resumes,
     setup_cpu_distributed,
+    wandb_init_kwargs,
 )
 from tests.conftest import ROOT
 
@@ -172,3 +180,112 @@ def test_gpu_path_keeps_nccl(monkeypatch):
     setup_cpu_distributed(cfg, 'pytorch')
     assert cfg.env_cfg.dist_cfg == dict(backend='nccl', timeout=1800)
     assert 'model_wrapper_cfg' not in cfg
+
+
+# -- mmengine's private names: each one the suite uses is where and as it expects ---------------
+@pytest.mark.parametrize('entry', PRIVATE_API, ids=lambda entry: entry.qualname)
+def test_private_mmengine_name_is_as_used(entry):
+    import mmengine
+    problem = private_api_problem(entry)
+    assert problem is None, (f'mmengine {mmengine.__version__}: {entry.qualname} {problem}; '
+                             f'used by {entry.used_by} (benchmark/engine/compat.py)')
+
+
+def test_the_private_name_check_notices_a_change():
+    """A name that is gone, a changed signature, an attribute no longer set: each is reported."""
+    from benchmark.engine.compat import PrivateName
+    assert private_api_problem(PrivateName(
+        'mmengine.runner', 'Runner', '_resumes', 'attribute', None, '')) == \
+        'is no longer set by mmengine'
+    assert private_api_problem(PrivateName(
+        'mmengine.hooks', 'CheckpointHook', '_save_checkpoint_with_step', 'method',
+        ('runner', 'step'), '')) == 'takes (runner, step, meta), not (runner, step)'
+    assert private_api_problem(PrivateName(
+        'mmengine.hooks', 'CheckpointHook', '_save', 'method', None, '')) == 'is gone'
+    assert private_api_problem(PrivateName(
+        'mmengine.hooks', 'NoSuchHook', '_x', 'method', None, '')) == 'mmengine.hooks has no NoSuchHook'
+
+
+# The private names read from outside a subclass, as code would spell them: only compat.py may.
+OUTSIDE_A_SUBCLASS = re.compile(r"runner\._resume\b|'_resume'|\._parse_iterable\b|"
+                                r"\._instance_dict\b|'_instance_dict'|backend\._init_kwargs\b|"
+                                r"'_init_kwargs'")
+
+
+def test_private_names_are_read_only_through_compat():
+    """Code and tests reach Runner._resume, DictAction._parse_iterable, a wandb backend's
+    _init_kwargs and MMLogger._instance_dict through compat.py's functions only."""
+    found = []
+    for folder in ('benchmark', 'methods', 'tools', 'tests'):
+        for path in (ROOT / folder).rglob('*.py'):
+            if path.name in ('compat.py', 'test_compat.py'):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if OUTSIDE_A_SUBCLASS.search(line):
+                    found.append(f'{path.relative_to(ROOT)}:{number}: {line.strip()}')
+    assert not found, 'use benchmark/engine/compat.py:\n' + '\n'.join(found)
+
+
+def test_runner_resumes_reads_the_runners_resume_flag(tmp_path):
+    """Runner._resume: True only for resume=True (SafeCheckpointHook restores RNG states then)."""
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+
+    class Model(BaseModel):
+        def forward(self, *args, **kwargs):
+            return {}
+
+    for resume in (True, False):
+        runner = Runner(model=Model(), work_dir=str(tmp_path / str(resume)), resume=resume,
+                        experiment_name=f'compat-resume-{resume}')
+        assert runner_resumes(runner) is resume
+
+
+def test_parse_cfg_option_reads_values_as_cfg_options_does():
+    """DictAction._parse_iterable: the reading of --cfg-options values the suites rely on."""
+    assert parse_cfg_option('[1,2]') == [1, 2]
+    assert parse_cfg_option('(a,b)') == ('a', 'b')
+    assert parse_cfg_option('0.5') == 0.5 and parse_cfg_option('8') == 8
+    assert parse_cfg_option('True') is True and parse_cfg_option('None') is None
+    assert parse_cfg_option('mocov2') == 'mocov2'
+
+
+def test_checkpoint_hook_saves_an_epoch_through_save_checkpoint_with_step():
+    """CheckpointHook._save_checkpoint(runner) hands (runner, step, meta) to
+    _save_checkpoint_with_step, which SafeCheckpointHook overrides."""
+    from types import SimpleNamespace
+
+    from mmengine.hooks import CheckpointHook
+    calls = []
+
+    class Recording(CheckpointHook):
+        def _save_checkpoint_with_step(self, runner, step, meta):
+            calls.append((step, meta))
+
+    runner = SimpleNamespace(epoch=2, iter=30)
+    Recording(by_epoch=True)._save_checkpoint(runner)
+    Recording(by_epoch=False)._save_checkpoint(runner)
+    assert calls == [(3, dict(epoch=3, iter=30)), (31, dict(epoch=2, iter=31))]
+
+
+def test_wandb_backend_starts_through_init_env_with_its_init_kwargs(tmp_path):
+    """WandbVisBackend._init_env runs once, on first use, with `_init_kwargs` as given: what
+    SafeWandbVisBackend overrides and wandb_init_kwargs reads."""
+    from mmengine.visualization import WandbVisBackend
+    started = []
+
+    class Recording(WandbVisBackend):
+        def _init_env(self):
+            started.append(wandb_init_kwargs(self))
+            self._wandb = 'wandb'
+
+    backend = Recording(save_dir=str(tmp_path), init_kwargs=dict(id='abc'), log_code_name='src')
+    assert started == [] and backend._log_code_name == 'src'
+    assert backend.experiment == 'wandb' and backend.experiment == 'wandb'
+    assert started == [dict(id='abc')]
+
+
+def test_manager_instances_lists_the_named_loggers():
+    from mmengine.logging import MMLogger
+    MMLogger.get_instance('compat-manager-test')
+    assert 'compat-manager-test' in manager_instances(MMLogger)

@@ -6,10 +6,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
+from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from methods.unmix import UnMixMoCo, cutmix_box, unmix_global, unmix_loss, unmix_region
 from tests.conftest import ROOT
@@ -266,7 +267,7 @@ def test_config_validates_builds_and_differs_only_in_method_fields(name, base):
 def test_config_check_rejects_bad_values(option, words):
     cfg = Config.fromfile(str(ROOT / 'configs/unmix_r18_tiny.py'))
     key, value = option.split('=', 1)
-    merge_options(cfg, {key: DictAction._parse_iterable(value)})
+    merge_options(cfg, {key: parse_cfg_option(value)})
     with pytest.raises(ConfigError) as err:
         validate_config(cfg)
     assert key in str(err.value) and words in str(err.value), str(err.value)

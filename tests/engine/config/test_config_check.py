@@ -9,9 +9,10 @@ import re
 import time
 
 import pytest
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.runner import Runner
 
+from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from tests.conftest import ROOT
 from tools import eval as eval_tool
@@ -196,7 +197,7 @@ def test_malformed_config_is_one_line_naming_the_key():
         key, value = option.split('=', 1)
         cfg = load('eval/' + config if config.startswith('linear') else config)
         try:
-            merge_options(cfg, {key: DictAction._parse_iterable(value)})  # as --cfg-options
+            merge_options(cfg, {key: parse_cfg_option(value)})  # as --cfg-options
             validate_config(cfg)
         except ConfigError as err:
             message = str(err)

@@ -27,6 +27,7 @@ import methods.base
 from benchmark.data.fakes import make_fake_tiny_imagenet
 from benchmark.engine import preemption
 from benchmark.engine.checkpoint_hook import non_finite_tensors
+from benchmark.engine.compat import manager_instances
 from benchmark.engine.checkpoints import choose_resume_checkpoint, read_checkpoint
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.rng_state import capture_rng_state
@@ -69,10 +70,11 @@ def small_runs():
 def close_run_loggers():
     """The runs' loggers print to this test's captured stdout, closed after it: their console
     handlers go, so that a later test's log lines do not hit a closed stream."""
-    before = set(MMLogger._instance_dict)
+    before = set(manager_instances(MMLogger))
     yield
-    for name in set(MMLogger._instance_dict) - before:
-        logger = MMLogger._instance_dict[name]
+    instances = manager_instances(MMLogger)
+    for name in set(instances) - before:
+        logger = instances[name]
         for handler in [h for h in logger.handlers if type(h) is logging.StreamHandler]:
             logger.removeHandler(handler)
 
