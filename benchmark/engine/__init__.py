@@ -7,6 +7,7 @@
 | DeferredRuntimeInfoHook (default_hooks.runtime_info) | deferred_log.py | mmengine's RuntimeInfoHook, with the step's log variables read from the device once per logging interval (and before checkpoints) instead of every iteration |
 | PreemptionHook | preemption.py | SIGTERM/SIGUSR1: finish the step, save through SafeCheckpointHook, exit 143 |
 | RunInfoHook | run_info.py | world size, total batch, time per epoch and peak memory into checkpoint meta |
+| ProgressHook (registered by tools/train.py, not a config key) | progress.py | epoch, iteration, time per epoch and ETA: a line per epoch (at most one per 30 s within one) and `progress.json` in the work dir |
 | ChannelsLastHook | channels_last.py | weights and image batches in NHWC; distributed runs wrap in ChannelsLastDistributedDataParallel (converted before DDP's buckets) |
 | CompileHook | compile_hook.py | torch.compile of each ResNet encoder in place (names, so checkpoints, unchanged) |
 | SafeWandbVisBackend (a vis backend) | tracking.py | wandb online when it can, offline with one warning when it cannot |

@@ -1,5 +1,5 @@
-"""Child processes of a suite: output appended to a log, a termination forwarded, optionally
-pinned to CPU cores.
+"""Child processes of a suite: output appended to a log, a termination forwarded; the slots
+several runs at once go to (their GPUs, or CPU cores and threads).
 
 A suite killed outright takes its children down with them (each child's parent-death signal),
 so a restart with the same command resumes instead of racing an orphan.
@@ -13,10 +13,12 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Collection, Dict, List, Optional, Sequence
 
 from benchmark.engine.progress import duration  # noqa: F401  (re-exported: the suite's times)
+from benchmark.suites.spec import SuiteError
 
 try:  # resolved here, not in the child: the child between fork and exec only calls it
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
@@ -103,3 +105,68 @@ class LoggedChild:
                     continue
         finally:
             self.proc = None
+
+
+@dataclass
+class Slot:
+    """Where a run goes: its environment additions, CPU cores and a description."""
+
+    number: int
+    env: Dict[str, str] = field(default_factory=dict)
+    cpus: Optional[List[int]] = None
+    where: str = ''
+
+
+def visible_gpus(env: Dict[str, str]) -> List[str]:
+    """The GPU ids a child may be given (entries of CUDA_VISIBLE_DEVICES, else 0..n-1)."""
+    import torch
+    if not torch.cuda.is_available():
+        return []
+    count = torch.cuda.device_count()
+    listed = env.get('CUDA_VISIBLE_DEVICES')
+    ids = ([s.strip() for s in listed.split(',') if s.strip()] if listed
+           else [str(i) for i in range(count)])
+    return ids[:count]
+
+
+def usable_cores() -> List[int]:
+    """The CPU cores this process may run on."""
+    if hasattr(os, 'sched_getaffinity'):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))  # pragma: no cover - not Linux
+
+
+def _span(cores: Sequence[int]) -> str:
+    """'CPUs 0-3', 'CPU 2', 'CPUs 0,2,5'."""
+    if len(cores) == 1:
+        return f'CPU {cores[0]}'
+    if list(cores) == list(range(cores[0], cores[0] + len(cores))):
+        return f'CPUs {cores[0]}-{cores[-1]}'
+    return 'CPUs ' + ','.join(map(str, cores))
+
+
+def plan_slots(parallel: int, procs: int, gpus: Sequence[str], cores: Sequence[int]) -> List[Slot]:
+    """The slots of `parallel` runs of `procs` processes each: one slot, as it is, for one run
+    at a time; else `procs` GPUs each, or on no GPU an even share of `cores`.
+
+    Raises:
+        SuiteError: More GPUs needed than visible.
+    """
+    if parallel == 1:
+        return [Slot(1)]
+    if gpus:
+        if parallel * procs > len(gpus):
+            raise SuiteError(f'--parallel {parallel} with {procs} process(es) per run needs '
+                             f'{parallel * procs} GPUs; {len(gpus)} visible: lower --parallel '
+                             'or --procs')
+        return [Slot(k + 1, {'CUDA_VISIBLE_DEVICES': ','.join(gpus[k * procs:(k + 1) * procs])},
+                     None, 'GPUs ' + ','.join(gpus[k * procs:(k + 1) * procs]))
+                for k in range(parallel)]
+    slots, cores = [], sorted(cores)
+    for k in range(parallel):
+        mine = (cores[k * len(cores) // parallel:(k + 1) * len(cores) // parallel]
+                if parallel <= len(cores) else [cores[k % len(cores)]])
+        threads = max(1, len(mine) // procs)
+        slots.append(Slot(k + 1, {'OMP_NUM_THREADS': str(threads)}, mine,
+                          f'{_span(mine)}, {threads} thread(s) per process'))
+    return slots

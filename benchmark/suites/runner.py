@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, Dict, Generator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Generator, List, Optional, Tuple
 
 from benchmark.engine.checkpoints import checkpoint_candidates
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
@@ -34,76 +34,12 @@ from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_c
 from benchmark.suites.claim import RunClaims
 from benchmark.suites.outcome import Outcome, SuiteTimes
 from benchmark.suites.plan import RunPlan, mark_work_dir
-from benchmark.suites.process import LoggedChild, duration, free_port
+from benchmark.suites.process import (LoggedChild, Slot, duration, free_port, plan_slots,
+                                      usable_cores, visible_gpus)
 from benchmark.suites.slurm import submit_suite
 from benchmark.suites.spec import Evaluation, Run, Suite, SuiteError, resolve_config
 
 POLL_S = 0.5  # how often running children and their progress are looked at
-
-
-@dataclass
-class Slot:
-    """Where a run goes: its environment additions, CPU cores and a description."""
-
-    number: int
-    env: Dict[str, str] = field(default_factory=dict)
-    cpus: Optional[List[int]] = None
-    where: str = ''
-
-
-def visible_gpus(env: Dict[str, str]) -> List[str]:
-    """The GPU ids a child may be given (entries of CUDA_VISIBLE_DEVICES, else 0..n-1)."""
-    import torch
-    if not torch.cuda.is_available():
-        return []
-    count = torch.cuda.device_count()
-    listed = env.get('CUDA_VISIBLE_DEVICES')
-    ids = ([s.strip() for s in listed.split(',') if s.strip()] if listed
-           else [str(i) for i in range(count)])
-    return ids[:count]
-
-
-def _cores() -> List[int]:
-    """The CPU cores this process may run on."""
-    if hasattr(os, 'sched_getaffinity'):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))  # pragma: no cover - not Linux
-
-
-def _span(cores: Sequence[int]) -> str:
-    """'CPUs 0-3', 'CPU 2', 'CPUs 0,2,5'."""
-    if len(cores) == 1:
-        return f'CPU {cores[0]}'
-    if list(cores) == list(range(cores[0], cores[0] + len(cores))):
-        return f'CPUs {cores[0]}-{cores[-1]}'
-    return 'CPUs ' + ','.join(map(str, cores))
-
-
-def plan_slots(parallel: int, procs: int, gpus: Sequence[str], cores: Sequence[int]) -> List[Slot]:
-    """The slots of `parallel` runs of `procs` processes each: one slot, as it is, for one run
-    at a time; else `procs` GPUs each, or on no GPU an even share of `cores`.
-
-    Raises:
-        SuiteError: More GPUs needed than visible.
-    """
-    if parallel == 1:
-        return [Slot(1)]
-    if gpus:
-        if parallel * procs > len(gpus):
-            raise SuiteError(f'--parallel {parallel} with {procs} process(es) per run needs '
-                             f'{parallel * procs} GPUs; {len(gpus)} visible: lower --parallel '
-                             'or --procs')
-        return [Slot(k + 1, {'CUDA_VISIBLE_DEVICES': ','.join(gpus[k * procs:(k + 1) * procs])},
-                     None, 'GPUs ' + ','.join(gpus[k * procs:(k + 1) * procs]))
-                for k in range(parallel)]
-    slots, cores = [], sorted(cores)
-    for k in range(parallel):
-        mine = (cores[k * len(cores) // parallel:(k + 1) * len(cores) // parallel]
-                if parallel <= len(cores) else [cores[k % len(cores)]])
-        threads = max(1, len(mine) // procs)
-        slots.append(Slot(k + 1, {'OMP_NUM_THREADS': str(threads)}, mine,
-                          f'{_span(mine)}, {threads} thread(s) per process'))
-    return slots
 
 
 def epochs_left(plan: RunPlan) -> int:
@@ -170,7 +106,7 @@ class SuiteRunner:
         self.parallel = parallel
         self.slots = plan_slots(parallel, suite.procs,
                                 visible_gpus(self.env) if parallel > 1 else [],
-                                _cores())
+                                usable_cores())
         self.children = {s.number: LoggedChild(self.env, s.cpus) for s in self.slots}
         self.ports: Dict[int, int] = {}  # slot -> rendezvous port of its running training
         self.live: Dict[int, Live] = {}  # slot -> the run in it

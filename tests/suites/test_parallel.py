@@ -16,8 +16,8 @@ from benchmark.engine.progress import PROGRESS_FILE
 from benchmark.suites import process as process_module
 from benchmark.suites import runner as runner_module
 from benchmark.suites.outcome import SuiteTimes, finish_times
-from benchmark.suites.process import free_port
-from benchmark.suites.runner import SuiteRunner, epochs_left, plan_slots
+from benchmark.suites.process import free_port, plan_slots, visible_gpus
+from benchmark.suites.runner import SuiteRunner, epochs_left
 from benchmark.suites.spec import SuiteError
 from benchmark.suites.suite import run_suite
 
@@ -100,10 +100,10 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     import torch
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'device_count', lambda: 2)
-    assert runner_module.visible_gpus({'CUDA_VISIBLE_DEVICES': '4, 6'}) == ['4', '6']
-    assert runner_module.visible_gpus({}) == ['0', '1']
+    assert visible_gpus({'CUDA_VISIBLE_DEVICES': '4, 6'}) == ['4', '6']
+    assert visible_gpus({}) == ['0', '1']
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    assert runner_module.visible_gpus({}) == []
+    assert visible_gpus({}) == []
 
 
 def test_parallel_is_refused_with_slurm_and_gpus_are_checked_before_anything_runs(
