@@ -6,8 +6,8 @@ gets its own devices: ``procs`` GPUs of the visible ones (``CUDA_VISIBLE_DEVICES
 machine without a GPU an even share of this process's CPU cores (the children's affinity, and
 ``OMP_NUM_THREADS`` = its cores / ``procs``, at least 1); each training gets its own rendezvous
 port. Lines as things change: a run started (where, its log), its epoch with ETA (from the
-run's ``progress.json``, on a new epoch at most every `epoch_gap_s` seconds, else every
-`status_every_s`), trained, each evaluation, the end; the suite's ETA from its runs so far.
+run's ``progress.json``, at most every `status_every_s` seconds), trained, each evaluation,
+the end; the suite's ETA from its runs so far.
 
 Each run's output goes to ``<work dir>/suite_train.log`` (every attempt appended), each
 evaluation's to ``<work dir>/suite_eval_<name>.log``. SIGTERM or SIGINT to the suite reaches
@@ -83,8 +83,7 @@ class SuiteRunner:
         SuiteError: A bad launcher setting (before anything starts).
     """
 
-    status_every_s = 30.0  # a training run's line at most this often ...
-    epoch_gap_s = 10.0     # ... or on a new epoch, at most this often
+    status_every_s = 30.0  # a training run's progress line at most this often
 
     def __init__(self, suite: Suite, launcher: str = 'local', partition: Optional[str] = None,
                  out: Callable[..., None] = print, env: Optional[Dict[str, str]] = None,
@@ -314,8 +313,7 @@ class SuiteRunner:
             at = (int(state['epoch']), int(state['iter']))
             if state.get('s_per_epoch') is None or at == live.shown:
                 continue
-            gap = now - live.shown_at
-            if gap >= self.status_every_s or (at[0] != live.shown[0] and gap >= self.epoch_gap_s):
+            if now - live.shown_at >= self.status_every_s:
                 live.shown, live.shown_at = at, now
                 self.out(f'{live.prefix} {progress_line(state)}{self._eta_text()}')
 

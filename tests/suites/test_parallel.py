@@ -237,7 +237,7 @@ def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path
     script.write_text(PROGRESS)
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
         sys.executable, str(script), plan.run.work_dir])
-    monkeypatch.setattr(SuiteRunner, 'epoch_gap_s', 0.0)
+    monkeypatch.setattr(SuiteRunner, 'status_every_s', 0.0)
     stale = tmp_path / 'work/suites/par/mocov2_r18_digits-s0'
     stale.mkdir(parents=True)  # an earlier attempt's file: never shown
     (stale / PROGRESS_FILE).write_text(json.dumps(dict(
@@ -265,7 +265,7 @@ def test_progress_lines_are_rate_limited(tmp_path, no_gpu, monkeypatch):
     code, out = _run(_suite(tmp_path, SUITE.replace('[0, 1, 2]', '[0]')), tmp_path)
     assert code == 0
     epochs = [line for line in out if ' iter ' in line]
-    assert len(epochs) == 1 and 'epoch 1/3' in epochs[0]  # then 10 s between lines: none
+    assert len(epochs) == 1 and 'epoch 1/3' in epochs[0]  # then 30 s between lines: none
 
 
 def test_epochs_left_and_the_eta_arithmetic(suite_from_text):
