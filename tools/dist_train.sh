@@ -34,10 +34,22 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 
 # Pre-emption: SIGTERM / SIGUSR1 sent to this script go to the training processes, which
 # finish their step, save a checkpoint and exit; this script then exits 143 (requeue me).
-export PREEMPT_MARKER
-PREEMPT_MARKER=$(mktemp -u "${TMPDIR:-/tmp}/mixco-preempted.XXXXXX")
+# A scheduler signals every process of the job at once (SLURM's pre-emption, scancel; or
+# kill -- -PGID): torchrun would then stop the training processes before they save and end
+# with 1, so it is started with both signals left to this script (not among its
+# --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and no-op handlers: a handler, unlike
+# an ignored signal, is not inherited by the training processes). A process that has to end the job with a code of its own (143,
+# 74 for a full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE: torchrun
+# reports any failed job as 1.
+export TRAIN_EXIT_CODE_FILE
+TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 forward() { pkill "-$1" -P "$CHILD" 2>/dev/null || true; }
-PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m torch.distributed.run \
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
+  "$PYTHON" -c 'import runpy, signal, sys
+for sig in (signal.SIGTERM, signal.SIGUSR1):
+    signal.signal(sig, lambda *_: None)
+sys.argv[0] = "torchrun"
+runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
   --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
   --nproc_per_node="$NUM_PROCS" --master_port="$PORT" \
   "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
@@ -51,8 +63,8 @@ while kill -0 "$CHILD" 2>/dev/null; do
 done
 wait "$CHILD"  # the child's own exit status (bash keeps it after the child is reaped)
 RC=$?
-if [ -e "$PREEMPT_MARKER" ]; then
-  rm -f "$PREEMPT_MARKER"
-  exit 143
+if [ -s "$TRAIN_EXIT_CODE_FILE" ]; then
+  RC=$(head -n 1 "$TRAIN_EXIT_CODE_FILE")
 fi
+rm -f "$TRAIN_EXIT_CODE_FILE"
 exit "$RC"

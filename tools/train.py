@@ -21,6 +21,7 @@ from benchmark.engine.config.check import CfgOptionsAction, validate_config  # n
 from benchmark.engine.launch import (check_data, config_identity, config_setting,  # noqa: E402
                                      load_config)
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
+from benchmark.engine.preemption import tell_launcher  # noqa: E402
 from benchmark.engine.progress import ProgressHook  # noqa: E402
 from benchmark.engine.tracking import configure_wandb  # noqa: E402
 from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,  # noqa: E402
@@ -80,8 +81,9 @@ def main(argv=None) -> int:
     allow_mmengine_checkpoints()
     try:
         runner, identity = build_runner(args)
-    except WorkDirBusy as err:
+    except WorkDirBusy as err:  # rank 0 (after dist_train.sh's check, only if it lost a race)
         fail(str(err))
+        tell_launcher(WORK_DIR_BUSY_EXIT_CODE)
         return WORK_DIR_BUSY_EXIT_CODE
     except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:

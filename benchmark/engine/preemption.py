@@ -1,4 +1,9 @@
-"""SIGTERM / SIGUSR1: finish the step, save a checkpoint, exit 143 so the scheduler requeues."""
+"""SIGTERM / SIGUSR1: finish the step, save a checkpoint, exit 143 so the scheduler requeues.
+
+The signal may come to the trainer alone or, as a scheduler sends it, to every process of the
+job at once: the loader workers then leave it to the trainer (`benchmark.data.worker_signals`),
+and `tools/dist_train.sh` keeps torchrun from acting on it.
+"""
 import os
 import os.path as osp
 import signal
@@ -8,11 +13,24 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from benchmark import dist
+from benchmark.data.worker_signals import protect_loader_workers
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.layout import PREEMPTED_MARKER
 
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a terminated job
+# Set by tools/dist_train.sh: a file where a process writes the exit code its job should end
+# with; torchrun ends a job whose processes failed with 1, whatever their codes.
+EXIT_CODE_FILE_ENV = 'TRAIN_EXIT_CODE_FILE'
+
+
+def tell_launcher(code: int) -> None:
+    """Ask tools/dist_train.sh of this machine to exit with ``code`` (local rank 0 writes it;
+    nothing happens outside that script)."""
+    path = os.environ.get(EXIT_CODE_FILE_ENV)
+    if path and dist.local_rank() == 0:
+        with open(path, 'w') as handle:
+            handle.write(f'{code}\n')
 
 
 @HOOKS.register_module()
@@ -45,6 +63,7 @@ class PreemptionHook(Hook):
         self._every = logger_interval(runner) or 1
         for name in self.signals:
             signal.signal(getattr(signal, name), self._handle)
+        protect_loader_workers(runner.train_dataloader)  # before its workers start
         marker = osp.join(runner.work_dir, PREEMPTED_MARKER)
         if osp.exists(marker) and dist.is_main():
             os.remove(marker)
@@ -57,26 +76,24 @@ class PreemptionHook(Hook):
         if (runner.iter + 1) % len(runner.train_dataloader) == 0:
             return  # the epoch's last step: its end-of-epoch work runs first (after_train_epoch)
         saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
-        self._exit(runner, saver.save_iteration(runner))
+        self._exit(runner, saver.save_iteration(runner), runner.iter + 1)
 
     def after_train_epoch(self, runner) -> None:
         if not dist.any_process(self.received is not None):
             return
         saver = next(h for h in runner.hooks if isinstance(h, SafeCheckpointHook))
-        self._exit(runner, saver.save_epoch(runner))  # epoch_<n>.pth (again if the epoch saved it)
+        # epoch_<n>.pth (again if the epoch saved it); the loop has counted the epoch's last step
+        self._exit(runner, saver.save_epoch(runner), runner.iter)
 
-    def _exit(self, runner, path: str) -> None:
+    def _exit(self, runner, path: str, done: int) -> None:
+        """Say what was saved after iteration ``done``, mark the work dir, exit 143."""
         runner.logger.warning(
             f'{self.received or "signal on another process"}: saved {path} after iteration '
-            f'{runner.iter + 1}; exiting with {PREEMPTED_EXIT_CODE} (resume with --resume)')
-        markers = []
+            f'{done}; exiting with {PREEMPTED_EXIT_CODE} (resume with --resume)')
         if dist.is_main():
-            markers.append(osp.join(runner.work_dir, PREEMPTED_MARKER))
-        if os.environ.get('PREEMPT_MARKER') and dist.local_rank() == 0:
-            markers.append(os.environ['PREEMPT_MARKER'])  # tools/dist_train.sh of this machine
-        for marker in markers:
-            with open(marker, 'w') as handle:
-                handle.write(f'{runner.iter + 1}\n')
+            with open(osp.join(runner.work_dir, PREEMPTED_MARKER), 'w') as handle:
+                handle.write(f'{done}\n')
+        tell_launcher(PREEMPTED_EXIT_CODE)
         dist.barrier()
         sys.stdout.flush()
         sys.stderr.flush()

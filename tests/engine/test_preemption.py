@@ -1,4 +1,5 @@
-"""PreemptionHook unit by unit: the handler sets a flag; a flagged step saves and exits 143."""
+"""PreemptionHook unit by unit: the handler sets a flag; a flagged step saves and exits 143,
+telling tools/dist_train.sh so; the training loader's workers leave the signals to the trainer."""
 import os
 import signal
 from types import SimpleNamespace
@@ -48,7 +49,7 @@ def exits(monkeypatch):
     def fake_exit(code):
         raise SystemExit(code)
     monkeypatch.setattr(preemption.os, '_exit', fake_exit)
-    monkeypatch.delenv('PREEMPT_MARKER', raising=False)
+    monkeypatch.delenv(preemption.EXIT_CODE_FILE_ENV, raising=False)
     monkeypatch.delenv('RANK', raising=False)
 
 
@@ -88,8 +89,8 @@ def test_no_signal_does_nothing(tmp_path, exits):
 
 def test_signal_mid_epoch_saves_the_iteration_writes_the_marker_and_exits_143(tmp_path, exits,
                                                                               monkeypatch):
-    outer = tmp_path / 'outer_marker'
-    monkeypatch.setenv('PREEMPT_MARKER', str(outer))
+    outer = tmp_path / 'exit_code'
+    monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(outer))
     hook, runner = PreemptionHook(), _runner(tmp_path, 3)  # iteration 4 of a 10-step epoch
     hook._handle(signal.SIGTERM, None)
     with pytest.raises(SystemExit) as exit_info:
@@ -97,7 +98,7 @@ def test_signal_mid_epoch_saves_the_iteration_writes_the_marker_and_exits_143(tm
     assert exit_info.value.code == 143
     assert runner.hooks[1].calls == [('iter', 4)]
     assert (tmp_path / PREEMPTED_MARKER).read_text() == '4\n'
-    assert outer.read_text() == '4\n'
+    assert outer.read_text() == '143\n'  # what tools/dist_train.sh exits with
     assert runner.logger.lines == [f'SIGTERM: saved {tmp_path}/iter_4.pth after iteration 4; '
                                    'exiting with 143 (resume with --resume)']
 
@@ -107,21 +108,27 @@ def test_signal_on_the_last_step_of_an_epoch_waits_for_the_epoch_end(tmp_path, e
     hook._handle(signal.SIGUSR1, None)
     hook.after_train_iter(runner, 9)  # nothing yet: the epoch's own work runs first
     assert runner.hooks[1].calls == []
+    runner.iter = 10  # mmengine's loop counts the step before the epoch ends
     with pytest.raises(SystemExit) as exit_info:
         hook.after_train_epoch(runner)
     assert exit_info.value.code == 143
     assert runner.hooks[1].calls == [('epoch', 1)]
     assert (tmp_path / PREEMPTED_MARKER).read_text() == '10\n'
+    assert runner.logger.lines == [f'SIGUSR1: saved {tmp_path}/epoch_1.pth after iteration 10; '
+                                   'exiting with 143 (resume with --resume)']
 
 
 def test_only_rank_0_writes_the_work_dir_marker(tmp_path, exits, monkeypatch):
     monkeypatch.setenv('RANK', '1')
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     hook, runner = PreemptionHook(), _runner(tmp_path, 2)
     hook._handle(signal.SIGTERM, None)
     with pytest.raises(SystemExit):
         hook.after_train_iter(runner, 2)
     assert runner.hooks[1].calls == [('iter', 3)]  # every process saves (collective write)
     assert not (tmp_path / PREEMPTED_MARKER).exists()
+    assert not (tmp_path / 'exit_code').exists()  # local rank 0 tells the launcher
 
 
 def test_a_distributed_run_agrees_once_per_logging_interval(tmp_path, exits, monkeypatch):
@@ -145,3 +152,25 @@ def test_a_distributed_run_agrees_once_per_logging_interval(tmp_path, exits, mon
     with pytest.raises(SystemExit):
         hook.after_train_iter(runner, 3)  # iteration 4 logs: agreed, saved, exited
     assert agreements == [True] and runner.hooks[1].calls == [('iter', 4)]
+
+
+def test_before_train_makes_the_training_loaders_workers_leave_signals_to_the_trainer(
+        tmp_path, restore_signals):
+    """The training loader's worker_init_fn is wrapped (mmengine's seeding still runs inside);
+    a loader without workers is left alone."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from benchmark.data.worker_signals import WorkerSignals
+    seeding = object()
+    loader = DataLoader(torch.arange(4), num_workers=1, worker_init_fn=seeding)
+    runner = _runner(tmp_path, 0)
+    runner.train_dataloader = loader
+    PreemptionHook().before_train(runner)
+    assert isinstance(loader.worker_init_fn, WorkerSignals) and loader.worker_init_fn.inner is seeding
+    PreemptionHook().before_train(runner)  # a second hook does not wrap it twice
+    assert loader.worker_init_fn.inner is seeding
+    plain = DataLoader(torch.arange(4), num_workers=0)
+    runner.train_dataloader = plain
+    PreemptionHook().before_train(runner)
+    assert plain.worker_init_fn is None

@@ -121,8 +121,12 @@ def test_an_unreadable_or_stale_holder_reads_as_another_process(tmp_path, monkey
 
 # -- the tools ------------------------------------------------------------------------------
 
-def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path, holder, run_main):
+def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path, holder, run_main,
+                                                                       monkeypatch):
+    """Also under torchrun, where dist_train.sh's own check came first and this process lost
+    the race: the code reaches tools/dist_train.sh (torchrun would end the job with 1)."""
     from tools import train
+    monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     proc = holder(tmp_path / 'w')
     code, out, err, _ = run_main(train, 'configs/mixco_r18_tiny.py', '--work-dir', tmp_path / 'w',
                                  '--resume', '--cfg-options',
@@ -133,6 +137,7 @@ def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path,
     found = BUSY.fullmatch(lines[0][len('error: '):])
     assert found and found.group(2) == str(proc.pid), lines
     assert sorted(p.name for p in (tmp_path / 'w').iterdir()) == [TRAINER_LOCK]
+    assert (tmp_path / 'exit_code').read_text() == '75\n'
 
 
 def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subprocess_env):

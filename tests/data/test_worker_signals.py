@@ -1,0 +1,83 @@
+"""Loader workers and pre-emption signals: a real DataLoader worker ignores SIGTERM and SIGUSR1
+sent by another process (a scheduler signalling the whole job) and keeps serving batches, still
+ends on a SIGTERM from its trainer, and runs the loader's own worker_init_fn; without the
+wrapper, torch's worker dies of the same SIGTERM and the next batch fails."""
+import os
+import signal
+import subprocess
+
+import torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+from benchmark.data.worker_signals import WorkerSignals, protect_loader_workers
+
+SEEDED = {}
+
+
+class WorkerPids(Dataset):
+    """Each item: the pid of the worker that made it, and whether the loader's own init ran."""
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, index: int):
+        return torch.tensor([os.getpid(), SEEDED.get('worker', -1)])
+
+
+def own_init(worker_id: int) -> None:  # stands in for mmengine's seeding
+    SEEDED['worker'] = worker_id
+
+
+def send_from_another_process(sig: signal.Signals, pid: int) -> None:
+    subprocess.run(['kill', f'-{sig.name[3:]}', str(pid)], check=True)
+
+
+def test_a_worker_ignores_signals_from_other_processes_and_ends_on_its_trainers():
+    loader = DataLoader(WorkerPids(), batch_size=1, num_workers=1, worker_init_fn=own_init)
+    protect_loader_workers(loader)
+    it = iter(loader)
+    pid, seeded = next(it)[0].tolist()
+    assert pid != os.getpid() and seeded == 0  # a worker, and the loader's own init ran in it
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGTERM):
+        send_from_another_process(sig, pid)
+        for _ in range(3):
+            assert next(it)[0, 0].item() == pid  # the same worker still serves batches
+    worker = it._workers[0]
+    os.kill(pid, signal.SIGTERM)  # from its parent: torch's way of ending a worker
+    worker.join(timeout=60)
+    assert worker.exitcode == 0
+    del it
+
+
+CONTROL = """
+import signal
+from torch.utils.data import DataLoader
+from tests.data.test_worker_signals import WorkerPids, send_from_another_process
+it = iter(DataLoader(WorkerPids(), batch_size=1, num_workers=1))
+pid = next(it)[0, 0].item()
+signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # torch's handler would raise anywhere
+send_from_another_process(signal.SIGTERM, pid)
+it._workers[0].join(timeout=60)
+print(it._workers[0].exitcode)
+"""
+
+
+def test_without_it_torchs_worker_dies_of_a_foreign_sigterm(subprocess_env):
+    """The control (in a process of its own): what a whole-job SIGTERM did to a worker before,
+    after which its trainer failed at the next batch."""
+    import sys
+    proc = subprocess.run([sys.executable, '-c', CONTROL], env=subprocess_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == [str(-signal.SIGTERM)]
+
+
+def test_the_wrapper_pickles_for_spawned_workers_and_runs_without_an_inner_init():
+    import pickle
+    wrapped = pickle.loads(pickle.dumps(WorkerSignals(own_init)))
+    assert wrapped.inner is own_init
+    assert get_worker_info() is None
+    loader = DataLoader(WorkerPids(), batch_size=2, num_workers=1)
+    protect_loader_workers(loader)
+    assert isinstance(loader.worker_init_fn, WorkerSignals) and loader.worker_init_fn.inner is None
+    assert len(list(loader)) == 500
