@@ -1,8 +1,40 @@
-"""Crash-safe file writes: a reader sees the old file or the complete new one, never a part."""
+"""Crash-safe file writes: a reader sees the old file or the complete new one, never a part;
+and what a write that found the disk full says about it."""
+import errno
 import os
 import os.path as osp
+import shutil
 import tempfile
-from typing import Callable
+from typing import Callable, Optional
+
+# A full disk, or a full quota: both need space freed, and then the same command again.
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space_left(err: BaseException) -> bool:
+    """Whether ``err`` is an OSError saying the disk (or the quota) is full."""
+    return isinstance(err, OSError) and err.errno in NO_SPACE_ERRNOS
+
+
+def free_bytes(path: str) -> Optional[int]:
+    """Bytes free for writing on the file system of ``path`` (its nearest existing folder)."""
+    path = osp.abspath(path)
+    while not osp.exists(path) and osp.dirname(path) != path:
+        path = osp.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def size_text(n: Optional[float]) -> str:
+    """'45 MB', '1.2 GB', '800 kB' ('an unknown amount' for None)."""
+    if n is None:
+        return 'an unknown amount'
+    for unit, scale in (('GB', 1e9), ('MB', 1e6), ('kB', 1e3)):
+        if n >= scale:
+            return f'{n / scale:.1f} {unit}' if n < 10 * scale else f'{n / scale:.0f} {unit}'
+    return f'{int(n)} B'
 
 
 def fsync_dir(folder: str) -> None:

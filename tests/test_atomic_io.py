@@ -19,3 +19,16 @@ def test_atomic_write_leaves_the_old_file_when_writing_fails(tmp_path):
         atomic_write(str(path), broken)
     assert path.read_text() == 'old'
     assert os.listdir(tmp_path) == ['last_checkpoint']  # no temporary file left
+
+
+def test_a_full_disk_or_quota_is_told_apart_and_sizes_read_as_people_write_them(tmp_path):
+    import errno
+
+    from benchmark.atomic_io import free_bytes, no_space_left, size_text
+    assert no_space_left(OSError(errno.ENOSPC, 'No space left on device'))
+    assert no_space_left(OSError(errno.EDQUOT, 'Disk quota exceeded'))
+    assert not no_space_left(OSError(errno.EACCES, 'Permission denied'))
+    assert not no_space_left(RuntimeError('no space'))
+    assert [size_text(n) for n in (None, 999, 1500, 3.2e6, 45e6, 1.23e9)] == \
+        ['an unknown amount', '999 B', '1.5 kB', '3.2 MB', '45 MB', '1.2 GB']
+    assert free_bytes(str(tmp_path / 'not' / 'yet')) > 0  # its nearest existing folder's

@@ -38,9 +38,10 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 # kill -- -PGID): torchrun would then stop the training processes before they save and end
 # with 1, so it is started with both signals left to this script (not among its
 # --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and no-op handlers: a handler, unlike
-# an ignored signal, is not inherited by the training processes). A process that has to end the job with a code of its own (143,
-# 74 for a full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE: torchrun
-# reports any failed job as 1.
+# an ignored signal, is not inherited by the training processes).
+# A process that has to end the job with a code of its own (143; 74 for a full disk, 75 for a
+# busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to repeat after
+# torchrun's report: torchrun reports any failed job as 1.
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 forward() { pkill "-$1" -P "$CHILD" 2>/dev/null || true; }
@@ -65,6 +66,7 @@ wait "$CHILD"  # the child's own exit status (bash keeps it after the child is r
 RC=$?
 if [ -s "$TRAIN_EXIT_CODE_FILE" ]; then
   RC=$(head -n 1 "$TRAIN_EXIT_CODE_FILE")
+  sed -n '2p' "$TRAIN_EXIT_CODE_FILE" >&2  # the error line, if any, last
 fi
 rm -f "$TRAIN_EXIT_CODE_FILE"
 exit "$RC"

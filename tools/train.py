@@ -2,8 +2,11 @@
 
 One process:   python tools/train.py configs/mixco_r18_tiny.py
 Several:       tools/dist_train.sh configs/mixco_r18_tiny.py 2   (torchrun; GPUs or CPU processes)
+Exit codes: 0 done, 2 bad input, 3 diverged, 74 disk full, 75 work dir trained by another
+process, 143 pre-empted (docs/crash-safety.md).
 """
 import argparse
+import contextlib
 import os.path as osp
 import sys
 
@@ -14,6 +17,9 @@ from mmengine.runner import Runner  # noqa: E402
 import benchmark.components  # noqa: E402,F401  registers every type a config can name
 from benchmark import dist  # noqa: E402
 from benchmark.engine.channels_last import use_channels_last_wrapper  # noqa: E402
+from benchmark.atomic_io import no_space_left  # noqa: E402
+from benchmark.engine.checkpoint_hook import (DISK_FULL_EXIT_CODE, DiskFullError,  # noqa: E402
+                                              full_disk_line)
 from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
 from benchmark.cli import ArgumentParser, fail, one_line  # noqa: E402
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
@@ -83,7 +89,7 @@ def main(argv=None) -> int:
         runner, identity = build_runner(args)
     except WorkDirBusy as err:  # rank 0 (after dist_train.sh's check, only if it lost a race)
         fail(str(err))
-        tell_launcher(WORK_DIR_BUSY_EXIT_CODE)
+        tell_launcher(WORK_DIR_BUSY_EXIT_CODE, f'error: {err}')
         return WORK_DIR_BUSY_EXIT_CODE
     except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:
@@ -117,6 +123,17 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
             runner.logger.error(f'diverged run recorded: {path}')
         dist.leave_together()
         return DIVERGED_EXIT_CODE
+    except OSError as err:  # a full disk: one line, the last good checkpoint kept, exit 74
+        if args.debug or not no_space_left(err):
+            raise
+        runner.logger.error(full_disk_line(err))
+        with contextlib.suppress(Exception):  # wandb says its last words before that line
+            runner.visualizer.close()
+        fail(full_disk_line(err))
+        tell_launcher(DISK_FULL_EXIT_CODE, f'error: {full_disk_line(err)}')
+        if isinstance(err, DiskFullError):  # every process has it (a checkpoint's)
+            dist.leave_together()
+        return DISK_FULL_EXIT_CODE
     dist.leave_together()
     return 0
 

@@ -3,8 +3,11 @@
 mmengine 0.10.7's CheckpointHook writes checkpoints in place, deletes the oldest one before the
 new one is complete, writes `last_checkpoint` in place, saves no RNG state and resumes
 iteration checkpoints at the start of their epoch. `SafeCheckpointHook` keeps its options
-(``interval``, ``max_keep_ckpts``, ``save_last``...) and fixes all of that.
+(``interval``, ``max_keep_ckpts``, ``save_last``...) and fixes all of that. A checkpoint that
+does not fit on the disk ends the run with one line (`DiskFullError`), the last good checkpoint
+left as it was.
 """
+import errno
 import glob
 import os
 import os.path as osp
@@ -16,13 +19,64 @@ from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
 from benchmark import dist
-from benchmark.atomic_io import atomic_write_text, fsync_dir
+from benchmark.atomic_io import atomic_write_text, free_bytes, fsync_dir, no_space_left, size_text
+from benchmark.engine.checkpoints import checkpoint_candidates
 from benchmark.engine.compat import runner_resumes
 from benchmark.engine.nan_guard import DivergedError, NaNGuardHook
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
 from benchmark.layout import ITER_CHECKPOINT, LAST_CHECKPOINT
 from benchmark.engine.tracking import wandb_run_id_of
+
+
+DISK_FULL_EXIT_CODE = 74  # EX_IOERR of sysexits.h: free space, then rerun with --resume
+
+
+class DiskFullError(OSError):
+    """A checkpoint did not fit on the disk: one line naming the folder, the space it needs and
+    the last good checkpoint (on every process of the run)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def full_disk_message(folder: str, needed: Optional[int], work_dir: str) -> str:
+    """'no space left on device writing checkpoint to DIR (needs about 45 MB, 3.2 MB free); the
+    last good checkpoint is iter_400.pth; free space and rerun with --resume'."""
+    found = checkpoint_candidates(work_dir) or checkpoint_candidates(folder)
+    last = (f'the last good checkpoint is {osp.basename(found[0])}' if found
+            else 'no checkpoint was written before')
+    return (f'no space left on device writing checkpoint to {folder} (needs about '
+            f'{size_text(needed)}, {size_text(free_bytes(folder))} free); {last}; free space '
+            'and rerun with --resume')
+
+
+def full_disk_line(err: OSError) -> str:
+    """The one line a full disk ends a run with: the checkpoint's (`DiskFullError`), or for
+    another file 'no space left on device writing FILE (3.2 MB free); free space and rerun
+    with --resume'."""
+    if isinstance(err, DiskFullError):
+        return err.message
+    return (f'no space left on device writing {err.filename or "a file"} '
+            f'({size_text(free_bytes(err.filename or "."))} free); free space and rerun with '
+            '--resume')
+
+
+def checkpoint_bytes(runner) -> int:
+    """About the size of one of this run's checkpoints: the last one written, else the bytes of
+    the model's and the optimizer's tensors."""
+    found = checkpoint_candidates(runner.work_dir)
+    if found:
+        return osp.getsize(found[0])
+    tensors = list(dist.unwrap(runner.model).state_dict().values())
+    optimizer = getattr(getattr(runner, 'optim_wrapper', None), 'optimizer', None)
+    for state in (optimizer.state.values() if optimizer is not None else ()):
+        tensors += [v for v in state.values() if torch.is_tensor(v)]
+    return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
 
 
 def non_finite_tensors(state_dict: dict) -> list:
@@ -115,24 +169,30 @@ class SafeCheckpointHook(CheckpointHook):
         tmp = f'.{filename}.tmp'
         self.last_ckpt = path
         runner.message_hub.update_info('last_ckpt', path)
+        failed = None
         try:
             runner.save_checkpoint(self.out_dir, tmp, self.file_client_args,
                                    save_optimizer=self.save_optimizer,
                                    save_param_scheduler=self.save_param_scheduler,
                                    meta=dict(meta or {}), by_epoch=by_epoch,
                                    backend_args=self.backend_args, **self.args)
-        except BaseException:  # e.g. a full disk: no half-written file stays behind
+            if dist.is_main():  # only rank 0 writes
+                with open(osp.join(self.out_dir, tmp), 'rb+') as handle:
+                    os.fsync(handle.fileno())
+                os.replace(osp.join(self.out_dir, tmp), path)
+                fsync_dir(self.out_dir)
+                atomic_write_text(osp.join(runner.work_dir, LAST_CHECKPOINT), path)
+        except BaseException as err:  # e.g. a full disk: no half-written file stays behind
             if dist.is_main() and osp.exists(osp.join(self.out_dir, tmp)):
                 os.remove(osp.join(self.out_dir, tmp))
-            raise
+            if not no_space_left(err):
+                raise
+            failed = full_disk_message(self.out_dir, checkpoint_bytes(runner), runner.work_dir)
         self._rng_states = None
-        if not dist.is_main():
-            return
-        with open(osp.join(self.out_dir, tmp), 'rb+') as handle:
-            os.fsync(handle.fileno())
-        os.replace(osp.join(self.out_dir, tmp), path)
-        fsync_dir(self.out_dir)
-        atomic_write_text(osp.join(runner.work_dir, LAST_CHECKPOINT), path)
+        # Collective: a full disk on rank 0 ends every process, none waits in the next step.
+        if dist.any_process(failed is not None):
+            messages = all_gather_object(failed) if dist.distributed() else [failed]
+            raise DiskFullError(next(m for m in messages if m))
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if self._rng_states is not None:

@@ -24,13 +24,13 @@ PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a termin
 EXIT_CODE_FILE_ENV = 'TRAIN_EXIT_CODE_FILE'
 
 
-def tell_launcher(code: int) -> None:
-    """Ask tools/dist_train.sh of this machine to exit with ``code`` (local rank 0 writes it;
-    nothing happens outside that script)."""
+def tell_launcher(code: int, line: str = '') -> None:
+    """Ask tools/dist_train.sh of this machine to exit with ``code``, printing ``line`` last
+    (after torchrun's report); local rank 0 writes them, nothing happens outside that script."""
     path = os.environ.get(EXIT_CODE_FILE_ENV)
     if path and dist.local_rank() == 0:
         with open(path, 'w') as handle:
-            handle.write(f'{code}\n')
+            handle.write(f'{code}\n' + (f'{line}\n' if line else ''))
 
 
 @HOOKS.register_module()

@@ -137,7 +137,7 @@ def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path,
     found = BUSY.fullmatch(lines[0][len('error: '):])
     assert found and found.group(2) == str(proc.pid), lines
     assert sorted(p.name for p in (tmp_path / 'w').iterdir()) == [TRAINER_LOCK]
-    assert (tmp_path / 'exit_code').read_text() == '75\n'
+    assert (tmp_path / 'exit_code').read_text() == f'75\n{lines[0]}\n'
 
 
 def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subprocess_env):
