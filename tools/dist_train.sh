@@ -39,9 +39,9 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 # with 1, so it is started with both signals left to this script (not among its
 # --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and no-op handlers: a handler, unlike
 # an ignored signal, is not inherited by the training processes).
-# A process that has to end the job with a code of its own (143; 74 for a full disk, 75 for a
-# busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to repeat after
-# torchrun's report: torchrun reports any failed job as 1.
+# A process that has to end the job with a code of its own (143; 3 for a divergence, 74 for a
+# full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to
+# repeat after torchrun's report: torchrun reports any failed job as 1.
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 forward() { pkill "-$1" -P "$CHILD" 2>/dev/null || true; }

@@ -121,6 +121,7 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
         if not args.no_eval and dist.is_main():
             path = record_divergence(runner, cfg, args.results_dir, str(err), **identity)
             runner.logger.error(f'diverged run recorded: {path}')
+        tell_launcher(DIVERGED_EXIT_CODE)  # torchrun would end the job with 1
         dist.leave_together()
         return DIVERGED_EXIT_CODE
     except OSError as err:  # a full disk: one line, the last good checkpoint kept, exit 74

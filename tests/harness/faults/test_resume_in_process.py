@@ -59,7 +59,7 @@ def small_runs():
         patch.setattr(methods.base, 'build_resnet', tiny_backbone)
         patch.setattr(Config, 'pretty_text', property(lambda cfg: repr(cfg.to_dict())))
         patch.setenv('WANDB_MODE', 'disabled')
-        patch.delenv('PREEMPT_MARKER', raising=False)
+        patch.delenv('TRAIN_EXIT_CODE_FILE', raising=False)
         patch.delenv('RANK', raising=False)
         yield
     for sig, handler in saved.items():
@@ -342,9 +342,11 @@ def test_kill_during_the_evaluation_then_resume_evaluates(tmp_path, data, kills,
 
 
 def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_path, data,
-                                                                         kills):
+                                                                         kills, monkeypatch):
     """A NaN weight before iteration 3: exit code 3 at iteration 3, a `diverged` record, and
-    only the checkpoint before it (iter_2.pth), which is finite."""
+    only the checkpoint before it (iter_2.pth), which is finite. Under tools/dist_train.sh the
+    code reaches the script (torchrun would end the job with 1)."""
+    monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
     cfg = config(str(tmp_path), data, fault="dict(type='PoisonHook', at_iter=3)")
     assert train.main([cfg, '--work-dir', work, '--results-dir', results]) == \
@@ -354,3 +356,4 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
     checkpoints = sorted(osp.basename(p) for p in glob.glob(osp.join(work, '*.pth')))
     assert checkpoints == ['iter_2.pth']
     assert non_finite_tensors(fr.load_weights(osp.join(work, 'iter_2.pth'))) == []
+    assert (tmp_path / 'exit_code').read_text() == '3\n'
