@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import submitit
 from submitit.core.job_environment import JobEnvironment
 
+from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.layout import SLURM_JOB_FILE, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
@@ -385,8 +386,7 @@ def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
                f'its files in {jobs[0].paths.folder.parent}')
     for (index, plan), job in zip(todo, jobs):
         if not local:  # the planner asks squeue about it
-            (Path(plan.run.work_dir) / SLURM_JOB_FILE).write_text(job.job_id + '\n',
-                                                                  encoding='utf-8')
+            atomic_write_text(str(Path(plan.run.work_dir) / SLURM_JOB_FILE), job.job_id + '\n')
         what = {'resume': 'resume', 'start': 'start'}.get(plan.train, 'evaluations')
         runner.out(f'[{index}/{runner.total}] {plan.run.name}: submitted as task {job.job_id} '
                    f'({what}); log {job.paths.stdout}')
