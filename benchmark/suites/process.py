@@ -26,8 +26,9 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
     _PRCTL = None
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: SIGTERM this child when the suite dies (PR_SET_PDEATHSIG), as a pre-emption."""
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: SIGTERM this child when its parent (the suite, a task) dies (PR_SET_PDEATHSIG), as a
+    pre-emption. Between fork and exec: calls only the prctl resolved at import."""
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)
 
@@ -67,7 +68,7 @@ class LoggedChild:
             self.proc.send_signal(signal.SIGTERM)
 
     def _preexec(self) -> None:  # pragma: no cover - runs in the child before exec
-        _die_with_parent()
+        die_with_parent()
         if self.cpus is not None and hasattr(os, 'sched_setaffinity'):
             os.sched_setaffinity(0, self.cpus)
 

@@ -10,7 +10,6 @@ the same array on this machine through submitit's local executor.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import re
@@ -31,6 +30,7 @@ from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.layout import SLURM_JOB_FILE, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
+from benchmark.suites.process import die_with_parent
 from benchmark.suites.spec import SuiteError
 
 # The suite's slurm keys and what each sets (AutoExecutor parameters; slurm_* only on SLURM).
@@ -219,10 +219,7 @@ class RunTask(submitit.helpers.Checkpointable):
         return state
 
     def _child_setup(self) -> None:  # pragma: no cover - runs in the child before exec
-        try:  # Linux: SIGTERM to the child when the task dies (PR_SET_PDEATHSIG)
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
+        die_with_parent()  # SIGTERM to the child when the task dies
         sig = JobEnvironment._usr_sig()
         signal.signal(sig, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
