@@ -35,8 +35,9 @@ def summary_line(outcomes: List[Outcome], total: int, interrupted: bool) -> str:
         text += f" (failed: {', '.join(failed)})"
     if evals:
         text += f'; {evals} evaluation(s) failed'
-    if len(outcomes) < total:
-        text += f'; {total - len(outcomes)} not reached'
+    reached = sum(len(items) for items in counts.values())  # a run passed over: not reached
+    if reached < total:
+        text += f'; {total - reached} not reached'
     return text + ('; interrupted: rerun the same command to continue' if interrupted else '')
 
 

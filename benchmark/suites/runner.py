@@ -31,7 +31,7 @@ from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.engine.progress import progress_line, read_progress
 from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_checkpoint
-from benchmark.suites.claim import RunClaims
+from benchmark.suites.claim import PASSED_OVER, RunClaims
 from benchmark.suites.outcome import Outcome, SuiteTimes
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.process import (LoggedChild, Slot, duration, free_port, plan_slots,
@@ -358,7 +358,7 @@ class SuiteRunner:
                 outcomes[index] = stop.value
                 free.append(slot)
                 free.sort(key=lambda s: s.number)
-                if stop.value.state not in ('done', 'diverged', 'queued'):
+                if stop.value.state not in ('done', 'diverged', 'queued', PASSED_OVER):
                     self._run_ended()
 
         while True:

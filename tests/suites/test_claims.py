@@ -1,7 +1,7 @@
 """Run claims: a run claimed by another live process (or trained by a trainer of its own) is not
 claimed, naming the holder; a SIGKILLed claimant blocks nothing; the runner passes a held run
 over, comes back to it at the end, waits for it and carries out only what is left. Two real
-suite processes at once: tests/e2e/test_suite_e2e.py."""
+suite processes at once: tests/e2e/test_concurrent_suites.py."""
 import os
 import re
 import signal
@@ -184,6 +184,10 @@ def test_the_runner_passes_over_a_claimed_run_and_ends_with_it_done(tmp_path, mo
         return replan(self, plan)
     monkeypatch.setattr(SuiteRunner, 'train_command', train_command)
     monkeypatch.setattr(RunClaims, 'replan', replan_done)
+    ended = []  # the suite's count and ETA line: after a run that did work, not a pass-over
+    run_ended = SuiteRunner._run_ended
+    monkeypatch.setattr(SuiteRunner, '_run_ended',
+                        lambda self: ended.append(len(self.pending)) or run_ended(self))
     lines = []
     code = run_suite(str(path), results_root=str(tmp_path / 'results'),
                      work_root=str(tmp_path / 'work'), use_wandb=False,
@@ -198,4 +202,5 @@ def test_the_runner_passes_over_a_claimed_run_and_ends_with_it_done(tmp_path, mo
         max(i for i, line in enumerate(lines) if 'mocov2_r18_digits-s1' in line)
     summary = next(line for line in lines if line.startswith('summary: '))
     assert summary == 'summary: 2 run(s): 1 done before, 1 started', lines
+    assert ended == [1]  # once: after the second run, the first still to come back to
     assert code == 0

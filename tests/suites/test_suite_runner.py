@@ -72,3 +72,6 @@ def test_summary_line_counts():
     assert summary_line(outcomes, 5, False) == ('5 run(s): 1 done before, 1 resumed, 1 started, '
                                                 '1 failed (failed: d); 1 evaluation(s) failed; '
                                                 '1 not reached')
+    passed = [Outcome(run('a'), 'started'), Outcome(run('b'), 'passed over')]  # interrupted
+    assert summary_line(passed, 2, True) == ('2 run(s): 1 started; 1 not reached; interrupted: '
+                                             'rerun the same command to continue')
