@@ -25,10 +25,13 @@ def leave_signals_to_trainer() -> None:
     worker's parent) sends SIGTERM, which ends the worker.
 
     The signals are blocked in the worker and taken by one thread with ``sigwaitinfo``, which
-    sees who sent them (a Python signal handler does not). Where ``sigwaitinfo`` does not exist
-    (macOS), both are ignored outright.
+    sees who sent them (a Python signal handler does not). That needs the worker to be the only
+    thread of its process, as a forked worker is. A worker started by spawn or forkserver runs
+    other threads already (which a blocked mask would not cover) and its parent is not the
+    trainer; there, and where ``sigwaitinfo`` does not exist (macOS), both signals are ignored
+    outright, and the worker ends when the trainer stops it or dies (torch's watchdog).
     """
-    if not hasattr(signal, 'sigwaitinfo'):  # pragma: no cover - not Linux
+    if not hasattr(signal, 'sigwaitinfo') or threading.active_count() > 1:
         for sig in LEFT_TO_TRAINER:
             signal.signal(sig, signal.SIG_IGN)
         return

@@ -321,6 +321,7 @@ def _skip(runner, index: int, plan: RunPlan) -> Outcome:
     state = 'queued' if queued else plan.train
     runner.out(f'[{index}/{runner.total}] {run.name}: '
                + (f'queued (SLURM job {plan.job})' if state == 'queued'
+                  else 'done (diverged, recorded)' if state == 'diverged'
                   else 'done (records exist)'))
     return Outcome(run, state, job=plan.job)
 

@@ -81,3 +81,25 @@ def test_the_wrapper_pickles_for_spawned_workers_and_runs_without_an_inner_init(
     protect_loader_workers(loader)
     assert isinstance(loader.worker_init_fn, WorkerSignals) and loader.worker_init_fn.inner is None
     assert len(list(loader)) == 500
+
+
+THREADED = """
+import os, signal, threading, time
+from benchmark.data.worker_signals import leave_signals_to_trainer
+stop = threading.Event()
+threading.Thread(target=stop.wait, daemon=True).start()  # a thread that runs before the init,
+leave_signals_to_trainer()                               # as in a spawned or forkserver worker
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.5)
+print('alive')
+"""
+
+
+def test_a_worker_with_other_threads_ignores_the_signals_outright(subprocess_env):
+    """Spawn and forkserver workers run threads before the worker's init: a blocked mask would
+    leave those threads to die of the signal, so the signals are ignored process-wide."""
+    import sys
+    proc = subprocess.run([sys.executable, '-c', THREADED], env=subprocess_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split() == ['alive']
