@@ -293,10 +293,10 @@ class SuiteRunner:
     def show_progress(self) -> None:
         """A line for each training run whose progress moved on (rate-limited)."""
         now = time.monotonic()
-        for live in list(self.live.values()):
-            if live.phase != 'training':
-                continue
+        training = [live for live in self.live.values() if live.phase == 'training']
+        for live in training:  # all first: each line's suite ETA knows every run's progress
             self._read_progress(live)
+        for live in training:
             state = live.progress
             if not state:
                 continue
