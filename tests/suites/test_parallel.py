@@ -59,7 +59,7 @@ def _suite(tmp_path, text=SUITE, name='par'):
 def _run(path, tmp_path, **kwargs):
     printed = Printed()
     code = run_suite(str(path), results_root=str(tmp_path / 'results'),
-                     work_root=str(tmp_path / 'work'), use_wandb=False, out=printed, **kwargs)
+                     work_root=str(tmp_path / 'runs'), use_wandb=False, out=printed, **kwargs)
     return code, printed.lines
 
 
@@ -114,7 +114,7 @@ def test_parallel_is_refused_with_slurm_and_gpus_are_checked_before_anything_run
     monkeypatch.setattr(runner_module, 'visible_gpus', lambda env: ['0'])
     with pytest.raises(SuiteError, match='needs 2 GPUs; 1 visible'):
         _run(path, tmp_path, parallel=2)
-    assert not (tmp_path / 'work').exists()
+    assert not (tmp_path / 'runs').exists()
 
 
 def test_free_port_skips_the_ports_of_running_trainings(monkeypatch):
@@ -156,7 +156,7 @@ def test_runs_go_side_by_side_each_with_its_cores_threads_and_port(tmp_path, no_
     slots = plan_slots(2, 1, [], sorted(os.sched_getaffinity(0)))
     seen = []
     for seed, slot in zip((0, 1), slots):
-        work = tmp_path / f'work/suites/par/mocov2_r18_digits-s{seed}'
+        work = tmp_path / f'runs/suites/par/mocov2_r18_digits-s{seed}'
         head = f'[{seed + 1}/2] mocov2_r18_digits-s{seed}: started'
         assert f'{head} ({slot.where}); log {work}/suite_train.log' in out
         assert any(line.startswith(f'{head} -> ok in ') for line in out)
@@ -175,7 +175,7 @@ def test_one_at_a_time_runs_do_not_overlap(tmp_path, no_gpu, monkeypatch):
     script.write_text(TOGETHER.replace('60', '1'))
     code, out = _run(_suite(tmp_path, SUITE.replace('[0, 1, 2]', '[0, 1]')), tmp_path)
     assert code == 1
-    first = tmp_path / 'work/suites/par/mocov2_r18_digits-s0'
+    first = tmp_path / 'runs/suites/par/mocov2_r18_digits-s0'
     assert f'[1/2] mocov2_r18_digits-s0: started -> failed (exit 1); log {first}/suite_train.log' in out
     info = json.loads(next(line for line in (first / 'suite_train.log').read_text().splitlines()
                            if line.startswith('{')))
@@ -189,7 +189,7 @@ def test_a_termination_reaches_every_running_run_and_nothing_more_starts(tmp_pat
     script.write_text(f"""trap 'echo saved; exit 143' TERM
 touch "$1/started"
 n=0
-while [ "$(ls {tmp_path}/work/suites/par/*/started 2>/dev/null | wc -l)" -lt 2 ]; do
+while [ "$(ls {tmp_path}/runs/suites/par/*/started 2>/dev/null | wc -l)" -lt 2 ]; do
   sleep 0.05; n=$((n+1)); [ $n -gt 1200 ] && exit 1
 done
 [ "$2" = 0 ] && kill -TERM {os.getpid()}
@@ -200,7 +200,7 @@ exit 0
         'bash', str(script), plan.run.work_dir, str(plan.run.seed)])
     code, out = _run(_suite(tmp_path), tmp_path, parallel=2)
     assert code == 143
-    work = tmp_path / 'work/suites/par'
+    work = tmp_path / 'runs/suites/par'
     for seed in (0, 1):
         assert any(line.startswith(f'[{seed + 1}/3] mocov2_r18_digits-s{seed}: started -> '
                                    'interrupted (exit 143)') for line in out), out
@@ -238,7 +238,7 @@ def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
         sys.executable, str(script), plan.run.work_dir])
     monkeypatch.setattr(SuiteRunner, 'status_every_s', 0.0)
-    stale = tmp_path / 'work/suites/par/mocov2_r18_digits-s0'
+    stale = tmp_path / 'runs/suites/par/mocov2_r18_digits-s0'
     stale.mkdir(parents=True)  # an earlier attempt's file: never shown
     (stale / PROGRESS_FILE).write_text(json.dumps(dict(
         phase='training', epoch=9, iter=99, max_epochs=3, max_iters=12, s_per_epoch=1.0,
