@@ -55,9 +55,13 @@ def index_records(records: Iterable[dict]) -> Records:
 
 def run_records(records: Records, run: Run) -> List[dict]:
     """The records of `run`: its config hash and seed, and its method (a random-init encoder
-    or an external checkpoint evaluated with the same config is not the run)."""
+    or an external checkpoint evaluated with the same config is not the run), and its setting
+    where both have one (the config hash leaves out the number of processes: a record of the
+    same config run with another number, e.g. under --procs, is another setting's)."""
     return [r for r in records.get((run.config_sha256, run.seed), [])
-            if r.get('method') == run.info['method']]
+            if r.get('method') == run.info['method']
+            and (not r.get('setting_sha256') or not run.setting_sha256
+                 or r['setting_sha256'] == run.setting_sha256)]
 
 
 def evaluation_done(records: List[dict], evaluation: Evaluation, pretrain_data: str) -> bool:

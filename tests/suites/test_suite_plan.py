@@ -60,6 +60,19 @@ def test_records_decide_per_evaluation(suite):
     assert (plans[3].train, plans[3].evals) == ('diverged', {'linear_paper': 'skip', 'knn@digits': 'skip'})
 
 
+def test_a_record_of_another_setting_of_the_same_config_is_not_the_runs(suite):
+    """The config hash leaves out the number of processes: a record of the same config and
+    seed trained with another number (another setting) does not count; one of the run's own
+    setting does, and a record without a setting (written before settings) still does."""
+    run0, run1 = suite.runs[:2]
+    assert run0.setting_sha256
+    other = dict(record(run0, DEFAULT), setting_sha256='f' * 64, world_size=1)
+    own = dict(record(run1, DEFAULT), setting_sha256=run1.setting_sha256)
+    plans = plan_suite(suite, [other, own, record(suite.runs[2], DEFAULT)])
+    assert plans[0].train == 'start'
+    assert plans[1].train == 'done' and plans[2].train == 'done'
+
+
 def test_checkpoints_without_record_resume_from_the_newest(suite):
     run = suite.runs[2]
     work = Path(run.work_dir)
