@@ -89,8 +89,8 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
         out(f'note: {note}')
     if procs is not None and procs != read_suite(suite.path).get('procs', 1):
         out(f'note: --procs {procs} is another setting than the suite file\'s (total batch; '
-            'a MoCo-family run in one process splits its key batch for BatchNorm), but its runs '
-            'keep their names: keep them apart with --work-root and --results-root')
+            'a MoCo-family run in one process splits its key batch for BatchNorm); its runs '
+            'keep their names and work dirs: give them their own --work-root and --results-root')
     if dry_run:
         for line in plan_lines(suite, mine):
             out(line)

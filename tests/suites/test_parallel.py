@@ -289,3 +289,13 @@ def test_epochs_left_and_the_eta_arithmetic(suite_from_text):
     times.learn_outside(20.0)
     assert times.run_seconds('a.py', 10) == 60.0 and times.run_seconds('a.py', 0) == 20.0
     assert times.eta([5.0, 10.0], [60.0]) == 65.0
+
+
+def test_procs_replaces_the_suite_files_with_a_note(tmp_path, no_gpu):
+    path = _suite(tmp_path, SUITE.replace('procs = 1', 'procs = 2'))
+    code, out = _run(path, tmp_path, procs=1, dry_run=True)
+    assert code == 0 and '1 process(es) each' in out[0]
+    assert out[1].startswith("note: --procs 1 is another setting than the suite file's")
+    assert out[1].endswith('give them their own --work-root and --results-root')
+    code, out = _run(path, tmp_path, procs=2, dry_run=True)
+    assert '2 process(es) each' in out[0] and not any(line.startswith('note:') for line in out)
