@@ -90,14 +90,21 @@ def squeue_alive(job: str) -> bool:
 
 
 def check_work_dir(run: Run) -> None:
-    """Refuse a work dir whose checkpoints come from another config (a resume would mix them)."""
+    """Refuse a work dir whose checkpoints come from another config or another number of
+    processes per run (a resume would mix them)."""
     marker = Path(run.work_dir) / SUITE_RUN_FILE
     if not marker.is_file() or not checkpoint_candidates(run.work_dir):
         return
     try:
-        started = json.loads(marker.read_text()).get('config_sha256')
+        noted = json.loads(marker.read_text())
+        started, procs = noted.get('config_sha256'), noted.get('procs')
     except (OSError, ValueError, AttributeError):
         return
+    now = run.info.get('world_size')
+    if procs and now and procs != now:
+        raise SuiteError(f'run {run.name}: {run.work_dir} holds checkpoints of {procs} '
+                         f'process(es) per run, now {now}: give this setting its own '
+                         '--work-root (and --results-root), or move that folder away')
     if started and started != run.config_sha256:
         raise SuiteError(f'run {run.name}: {run.work_dir} holds checkpoints of another config '
                          f'(config_sha256 {started[:12]}, now {run.config_sha256[:12]}): the '
@@ -109,7 +116,8 @@ def mark_work_dir(run: Run) -> None:
     Path(run.work_dir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(str(Path(run.work_dir) / SUITE_RUN_FILE), json.dumps(
         dict(run=run.name, config=run.config, seed=run.seed, config_sha256=run.config_sha256,
-             variant=run.variant_label, cfg_options=run.option_args), indent=1) + '\n')
+             procs=run.info.get('world_size'), variant=run.variant_label,
+             cfg_options=run.option_args), indent=1) + '\n')
 
 
 def plan_run(run: Run, suite: Suite, records: Records,

@@ -299,3 +299,18 @@ def test_procs_replaces_the_suite_files_with_a_note(tmp_path, no_gpu):
     assert out[1].endswith('give them their own --work-root and --results-root')
     code, out = _run(path, tmp_path, procs=2, dry_run=True)
     assert '2 process(es) each' in out[0] and not any(line.startswith('note:') for line in out)
+
+
+def test_a_work_dir_of_another_number_of_processes_is_refused(tmp_path, no_gpu):
+    """--procs with the work root of the suite file's setting: its checkpoints are not resumed."""
+    from benchmark.suites.plan import mark_work_dir
+    from benchmark.suites.spec import expand_suite
+    path = _suite(tmp_path, SUITE.replace('procs = 1', 'procs = 2'))
+    work = tmp_path / 'runs/suites/par/mocov2_r18_digits-s0'
+    mark_work_dir(expand_suite(str(path), work_root=str(tmp_path / 'runs')).runs[0])
+    (work / 'epoch_3.pth').write_bytes(b'')
+    assert json.loads((work / 'suite_run.json').read_text())['procs'] == 2
+    with pytest.raises(SuiteError, match=r'^run mocov2_r18_digits-s0: .* holds checkpoints of 2 '
+                       r'process\(es\) per run, now 1: give this setting its own --work-root'):
+        _run(path, tmp_path, procs=1, dry_run=True)
+    assert _run(path, tmp_path, dry_run=True)[0] == 0  # the suite file's setting: as before
