@@ -4,10 +4,8 @@ epoch and ETA from its progress.json, trained, the suite's ETA) and the ETA arit
 training is a stand-in script here; tests/e2e/test_suite_parallel_e2e.py trains for real."""
 import json
 import os
-import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
