@@ -77,7 +77,8 @@ def cpu_model() -> str:
 
 def host_info() -> Dict[str, Any]:
     """The machine's name, the device evaluations ran on (``cuda:<name>`` or ``cpu``), its CPU
-    model and the number of CPU cores this process may use."""
+    model, the number of CPU cores this process may use (its affinity: a suite running several
+    runs at once gives each a share) and the machine's number of cores."""
     device = 'cpu'
     torch = sys.modules.get('torch')
     if torch is None:
@@ -88,4 +89,5 @@ def host_info() -> Dict[str, Any]:
     if torch is not None and torch.cuda.is_available():
         device = f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    return {'node': platform.node(), 'device': device, 'cpu': cpu_model(), 'cpu_cores': cores}
+    return {'node': platform.node(), 'device': device, 'cpu': cpu_model(), 'cpu_cores': cores,
+            'machine_cores': os.cpu_count()}

@@ -144,14 +144,17 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
 
 
 def hardware(records: Iterable[Dict[str, Any]]) -> str:
-    """Where the records' runs were evaluated: 'cpu (Intel Xeon, 2 cores)' and the like, one
-    entry per distinct host description, from the records' ``host`` fields."""
+    """Where the records' runs were evaluated: 'cpu (Intel Xeon, 2 cores)' and the like ('1 of 2
+    cores' for a run given a share of the machine), one entry per distinct host description,
+    from the records' ``host`` fields."""
     seen: Dict[str, int] = {}
     for record in records:
         host = record.get('host') or {}
         device = str(host.get('device') or 'unknown device')
-        extra = ', '.join(str(x) for x in (host.get('cpu'), host.get('cpu_cores') and
-                                          f"{host['cpu_cores']} cores") if x)
+        cores, machine = host.get('cpu_cores'), host.get('machine_cores')
+        share = cores and (f'{cores} of {machine} cores' if machine and machine != cores
+                           else f'{cores} cores')
+        extra = ', '.join(str(x) for x in (host.get('cpu'), share) if x)
         text = f'{device} ({extra})' if extra else device
         seen[text] = seen.get(text, 0) + 1
     return '; '.join(f'{text}: {n} record(s)' for text, n in seen.items()) or 'no records'

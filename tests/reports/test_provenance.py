@@ -1,6 +1,7 @@
 """benchmark.reports.provenance: versions, the checkout's git state (in a scratch repo), host."""
 import hashlib
 import importlib.metadata
+import os
 import platform
 import subprocess
 
@@ -73,3 +74,15 @@ def test_host_info():
     assert info['device'] == expected
     assert isinstance(info['cpu'], str) and info['cpu']
     assert isinstance(info['cpu_cores'], int) and info['cpu_cores'] >= 1
+    assert info['machine_cores'] == os.cpu_count()
+
+
+def test_host_info_counts_the_cores_of_the_affinity_and_of_the_machine():
+    """A run pinned to one core (a suite's slot) records 1 core of the machine's."""
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(mine)})
+    try:
+        info = host_info()
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert (info['cpu_cores'], info['machine_cores']) == (1, os.cpu_count())

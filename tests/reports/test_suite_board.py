@@ -14,7 +14,7 @@ from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.layout import PAPER_RESULTS
-from benchmark.reports.suite_board import (mean_and_spread, monitor_series, paper_beside_ours,
+from benchmark.reports.suite_board import (hardware, mean_and_spread, monitor_series, paper_beside_ours,
                                            plot_monitor_curves, suite_markdown)
 
 
@@ -147,3 +147,13 @@ def test_suite_page_names_the_suite_runs_and_curves():
     assert '\n### ResNet-18 · 100 pretraining epochs · tiny-imagenet' in text
     assert '\n#### Accuracy (%)' in text and '![monitor curves](curves.png)' in text
     assert '| mocov2_r18_digits-s0 | default | 0 | started | w/suite_train.log |' in text
+
+
+def test_hardware_names_a_share_of_the_machine_and_counts_records_per_host():
+    host = {'device': 'cpu', 'cpu': 'Xeon', 'cpu_cores': 2, 'machine_cores': 2}
+    share = dict(host, cpu_cores=1)
+    older = {'device': 'cpu', 'cpu': 'Xeon', 'cpu_cores': 2}  # written before machine_cores
+    records = [{'host': host}, {'host': share}, {'host': share}, {'host': older}, {}]
+    assert hardware(records) == ('cpu (Xeon, 2 cores): 2 record(s); cpu (Xeon, 1 of 2 cores): '
+                                 '2 record(s); unknown device: 1 record(s)')
+    assert hardware([]) == 'no records'
