@@ -1,4 +1,5 @@
 """Feature extraction: a frozen backbone in eval mode over a dataset, in one or several processes."""
+import sys
 from typing import Optional, Tuple
 
 import torch
@@ -43,7 +44,10 @@ def extract_features(backbone: nn.Module,
                         pin_memory=device.type == 'cuda')
     was_training = backbone.training
     backbone.eval()
-    bar = ProgressBar(len(shard)) if progress and dist.is_main() else None
+    # A bar redrawn with carriage returns: on a terminal only (a log file would keep every
+    # redraw on one line), and ended with its own newline (mmengine's bar leaves the line open).
+    bar = (ProgressBar(len(shard), file=sys.stdout)
+           if progress and dist.is_main() and sys.stdout.isatty() else None)
     feats, labels = [], []
     try:
         for batch in loader:
@@ -53,6 +57,9 @@ def extract_features(backbone: nn.Module,
                 bar.update(feats[-1].shape[0])
     finally:
         backbone.train(was_training)
+        if bar is not None:
+            bar.file.write('\n')
+            bar.file.flush()
     if not feats:
         raise ValueError('feature extraction got an empty dataset')
     features, targets = torch.cat(feats), torch.cat(labels)  # (n_rank, C), (n_rank,)

@@ -61,3 +61,33 @@ def test_two_processes_gather_the_same_features(tmp_path):
         got_feats, got_labels = torch.load(tmp_path / f'{rank}.pt')
         torch.testing.assert_close(got_feats, feats)
         assert torch.equal(got_labels, labels)
+
+
+class _Stream:
+    """A stdout stand-in, a terminal or not."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ''
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_progress_bar_on_a_terminal_only_and_ended_by_a_newline(monkeypatch):
+    """A log file gets no bar (its carriage-return redraws would pile up on one line); a
+    terminal gets one whose last line is closed, so the next print starts on its own line."""
+    for tty in (False, True):
+        stream = _Stream(tty)
+        monkeypatch.setattr('sys.stdout', stream)
+        extract_features(backbone(), TensorDataset(), batch_size=4, progress=True)
+        monkeypatch.undo()
+        if tty:
+            assert '11/11' in stream.text and stream.text.endswith('\n')
+        else:
+            assert stream.text == ''
