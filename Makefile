@@ -1,4 +1,4 @@
-# make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (2 CPU processes per run),
+# make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (two one-process runs at a time),
 # evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
 # make test: the test suite, then its 25 slowest tests; make test-fast: without tests/e2e/ (slow).
 # make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
@@ -45,17 +45,17 @@ TESTS ?=
 coverage: $(STAMP)
 	$(PY) -m pytest -q -ra --cov --cov-report=term $(TESTS)
 
-# The demo suite (configs/suites/demo_digits.py) with two of its three seeds, so that it fits
-# in 15 minutes on 2 CPU cores; runs whose records exist are skipped, so a rerun only renders.
+# The demo suite (configs/suites/demo_digits.py) with two of its three seeds, two runs at a time
+# (each its share of the cores); runs whose records exist are skipped, so a rerun only renders.
 DEMO_SEEDS ?= 0 1
 DEMO_RESULTS := results/suites/demo_digits
 
 demo: $(STAMP)
 	$(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS)
-	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS) --publish README.md
+	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS) --parallel 2 --publish README.md
 	@echo
 	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); monitor curves: $(DEMO_RESULTS)/curves.png"
-	@echo "README.md's demo block and docs/figures/demo_digits_intervals.png: regenerated from these records"
+	@echo "README.md's demo block and docs/figures/demo_digits_intervals_*.png: regenerated from these records"
 	@echo "records, per-run reports and t-SNE figures: $(DEMO_RESULTS)/runs/"
 	@echo "checkpoints and training logs: work_dirs/suites/demo_digits/<run>/"
 

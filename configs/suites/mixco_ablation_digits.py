@@ -1,7 +1,8 @@
 # Ablation of MixCo on digits: one factor at a time away from the demo's MixCo
 # (configs/mixco_r18_digits.py: tau_mix 0.2, beta 1, lambda ~ U(0,1) per pair, halves paired),
-# 3 seeds, 2 processes per run, compared with MoCo-v2 seed by seed. The demo's MoCo-v2 and MixCo
-# runs (seeds 0 and 1 after `make demo`) are reused; seed 2 of each is trained here.
+# 3 seeds, 2 processes per run (the configs' setting: 2 x 32), compared with MoCo-v2 seed by
+# seed. The baseline MoCo-v2 and MixCo runs are trained here: the demo's runs are another
+# setting (one process of 64) and would not count.
 # Every variant is its own row, labelled with its override; none is picked for a result.
 configs = [
     'configs/mocov2_r18_digits.py',  # the baseline of every paired comparison
@@ -17,4 +18,3 @@ configs = [
 seeds = [0, 1, 2]
 procs = 2
 evaluations = ['default']
-reuse = ['demo_digits']

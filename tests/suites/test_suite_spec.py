@@ -103,7 +103,8 @@ def test_shipped_suites_expand_and_validate():
             'mix_family_digits'} <= set(names)
     suites = {name: expand_suite(str(path)) for name, path in names.items()}
     demo = suites['demo_digits']
-    assert (len(demo.runs), demo.procs, demo.evaluations) == (6, 2, (DEFAULT,))
+    assert (len(demo.runs), demo.procs, demo.evaluations) == (6, 1, (DEFAULT,))
+    assert demo.cfg_options == {"train_dataloader.batch_size": 64}  # the configs' total batch
     table1 = suites['paper_table1_r18']
     assert {r.info['method'] for r in table1.runs} == {'supervised', 'mocov2', 'mixco', 'simclr',
                                                         'mixco_simclr'}
