@@ -20,8 +20,8 @@ from benchmark.layout import SLURM_JOB_FILE
 from benchmark.reports.records import build_record, write_record
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.runner import SuiteRunner
-from benchmark.suites.slurm import (PARAMETERS, RunTask, Step, make_executor, run_task,
-                                    time_minutes)
+from benchmark.suites.slurm import (PARAMETERS, SUBMITIT_PRIVATE_API, RunTask, Step,
+                                    make_executor, run_task, time_minutes)
 from benchmark.suites.spec import SLURM_KEYS, SuiteError, expand_suite
 from benchmark.suites.suite import run_suite
 from tests.conftest import ROOT
@@ -339,3 +339,20 @@ def test_run_task_of_a_trained_run_only_evaluates(suite_from_text):
     runner = SuiteRunner(suite, launcher='slurm', partition='gpu')
     task = run_task(runner, plan)
     assert task.train is None and [s.name for s in task.evals] == ['knn']
+
+
+def test_submitit_private_JobEnvironment_usr_sig(monkeypatch):
+    """The signal the task handles at the time limit: SIGUSR2 unless SUBMITIT_PREEMPT_SIGNAL."""
+    from submitit.core.job_environment import JobEnvironment
+    monkeypatch.delenv('SUBMITIT_PREEMPT_SIGNAL', raising=False)
+    assert 'JobEnvironment._usr_sig' in SUBMITIT_PRIVATE_API
+    assert JobEnvironment._usr_sig() == signal.SIGUSR2
+
+
+def test_submitit_private_AutoExecutor_executor(tmp_path):
+    """cluster='local': the wrapped LocalExecutor takes signal_delay_s."""
+    assert 'AutoExecutor._executor' in SUBMITIT_PRIVATE_API
+    executor = submitit.AutoExecutor(folder=str(tmp_path), cluster='local')
+    assert isinstance(executor._executor, submitit.LocalExecutor)
+    executor._executor.update_parameters(signal_delay_s=7)
+    assert executor._executor.parameters['signal_delay_s'] == 7
