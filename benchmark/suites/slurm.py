@@ -24,11 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import submitit
 from submitit.core.job_environment import JobEnvironment
 
-# submitit's private names this module uses (each has a test named after it in
-# tests/suites/test_suite_slurm.py, so that an upgrade which drops one fails there first):
-# JobEnvironment._usr_sig(), the signal SLURM sends at the time limit or on pre-emption, which
-# the task handles and its children ignore; AutoExecutor._executor, the local executor under
-# cluster='local', whose signal_delay_s is not an AutoExecutor parameter.
+# submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
 SUBMITIT_PRIVATE_API = ('JobEnvironment._usr_sig', 'AutoExecutor._executor')
 
 from benchmark.atomic_io import atomic_write_text
