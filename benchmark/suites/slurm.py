@@ -24,9 +24,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import submitit
 from submitit.core.job_environment import JobEnvironment
 
-# submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
-SUBMITIT_PRIVATE_API = ('JobEnvironment._usr_sig', 'AutoExecutor._executor')
-
 from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
@@ -35,6 +32,9 @@ from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.process import die_with_parent
 from benchmark.suites.spec import SuiteError
+
+# submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
+SUBMITIT_PRIVATE_API = ('JobEnvironment._usr_sig', 'AutoExecutor._executor')
 
 # The suite's slurm keys and what each sets (AutoExecutor parameters; slurm_* only on SLURM).
 PARAMETERS = {

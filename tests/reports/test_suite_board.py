@@ -14,8 +14,8 @@ from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.layout import PAPER_RESULTS
-from benchmark.reports.suite_board import (hardware, mean_and_spread, monitor_series, paper_beside_ours,
-                                           plot_monitor_curves, suite_markdown)
+from benchmark.reports.suite_board import (hardware, mean_and_spread, monitor_series,
+                                           paper_beside_ours, plot_monitor_curves, suite_markdown)
 
 
 def rec(method, seed, top1, variant='', protocol='linear_paper', data='tiny-imagenet', status='ok',

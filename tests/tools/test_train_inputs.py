@@ -54,7 +54,7 @@ def test_dist_train_check_queue_smaller_than_all_processes_batch(tmp_path, monke
                    '--cfg-options', 'model.queue_size=40', 'train_dataloader.batch_size=32',
                    f'train_dataloader.dataset.data_root={tmp_path / "no_data"}',
                    words=['model.queue_size (40) must be >= the total batch, 2 process(es) x '
-                          'train_dataloader.batch_size 32 = 64'], seconds=60)
+                          'train_dataloader.batch_size 32 = 64'])
     assert not (tmp_path / 'work').exists()
 
 
