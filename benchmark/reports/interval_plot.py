@@ -1,11 +1,12 @@
-"""Interval plots of leaderboard rows: per protocol, each row's mean with its 95% interval and
-each paired Δ with its interval against the baseline (a bare matplotlib Figure, no pyplot).
+"""Interval plots of leaderboard rows: per protocol, each row's mean with its interval and each
+paired Δ with its interval against the baseline (a bare matplotlib Figure, no pyplot).
 
 One figure per section (backbone, epochs, pretraining data); one line of panels per protocol
-and evaluation data:
-on the left the rows' means (dots; bars = 95% Student-t interval over seeds; the paper's numbers
-as open diamonds), on the right the paired Δ to the baseline (bars = 95% interval of the mean
-paired difference; a dashed line at 0). A row with one seed has a dot and no bar.
+and evaluation data: on the left the rows' means (dots; bars = the exact sign-flip interval over
+seeds; grey bars = the seeds' range, for rows under the suite's minimum of seeds; the paper's
+numbers as open diamonds), on the right the paired Δ to the baseline (bars = its interval at the
+level its family judged it; grey = the range of the per-seed differences where there is no such
+interval; a dashed line at 0). A row with one seed has a dot and no bar.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Dict, List, Sequence
 from benchmark.names import PROTOCOLS
 from benchmark.reports.comparisons import SUITE, main_metric
 from benchmark.reports.leaderboard import GROUP, backbone_label
+from benchmark.reports.stats import MIN_SEEDS
 
 Row = Dict[str, Any]
 
@@ -59,32 +61,36 @@ def plot_intervals(rows: Sequence[Row], path: str, title: str = '') -> bool:
         for y, row in zip(ys, mine):
             stat = row['metrics'][metric]
             ours = row['source'] == SUITE
-            if ours and stat.get('ci'):
-                lo, hi = stat['ci']
+            enough = ours and stat.get('n', 0) >= row.get('min_seeds', MIN_SEEDS)
+            bar = stat.get('ci') if enough else stat.get('range') if ours else None
+            if bar and stat.get('n', 0) > 1:
+                lo, hi = bar
                 left.errorbar(stat['mean'], y, xerr=[[stat['mean'] - lo], [hi - stat['mean']]],
-                              fmt='o', color='C0', capsize=3)
+                              fmt='o', color='C0' if enough else 'grey', capsize=3)
             else:
                 left.plot(stat['mean'], y, 'o' if ours else 'D', color='C0' if ours else 'C3',
                           fillstyle='full' if ours else 'none')
             paired = (row.get('compare') or {}).get('paired')
             if paired:
-                ci = paired.get('ci')
+                ci = paired.get('ci') or (paired['range'] if paired['n'] > 1 else None)
                 xerr = [[paired['delta'] - ci[0]], [ci[1] - paired['delta']]] if ci else None
-                right.errorbar(paired['delta'], y, xerr=xerr, fmt='s', color='C2', capsize=3)
+                right.errorbar(paired['delta'], y, xerr=xerr, fmt='s', capsize=3,
+                               color='C2' if paired.get('ci') else 'grey')
         labels = [_label(r) for r in mine]
         for ax in (left, right):
             ax.set_yticks(ys, labels if ax is left else [''] * len(ys), fontsize=8)
             ax.set_ylim(-0.7, len(mine) - 0.3)
             ax.grid(axis='x', alpha=0.3)
         better = 'higher' if higher else 'lower'
-        left.set_title(f'{name}: {metric}, mean, 95% CI ({better} is better)', fontsize=9)
+        left.set_title(f'{name}: {metric} ({better} is better)', fontsize=9)
         right.axvline(0.0, color='grey', linestyle='--', linewidth=1)
-        right.set_title(f'paired Δ {metric} vs baseline, 95% CI', fontsize=9)
+        right.set_title(f'paired Δ {metric} vs baseline', fontsize=9)
         if not any((r.get('compare') or {}).get('paired') for r in mine):
             right.text(0.5, 0.5, 'no paired comparison', ha='center', va='center',
                        transform=right.transAxes, fontsize=8, color='grey')
-    if title:
-        fig.suptitle(title, fontsize=10)
+    fig.suptitle((f'{title}\n' if title else '') + 'bars: exact sign-flip intervals (Δ: at the '
+                 'level its family judged it); grey: the range of the seeds, under min_seeds',
+                 fontsize=9)
     fig.savefig(path, dpi=100)
     return True
 

@@ -2,26 +2,38 @@
 
 One row per exact configuration: records group by (backbone, pretraining epochs, pretraining
 data, evaluation data, protocol, method), their *setting* (``setting_sha256``: the config without
-seed, placement and data paths, with its number of processes) and their status. Two settings of
-one method never share a row; each row is labelled with the keys in which its config departs
-from the shipped file (``overrides``), e.g. ``mixco [model.mix_temperature=0.1]``. A seed recorded
-twice for one setting, protocol and evaluation data is one sample: the newest record counts and
-the row notes the superseded ones. Records written before settings existed group by method and
-suite variant as they used to, and their rows are marked ``LEGACY_MARK``.
+seed, placement and data paths, with its number of processes), the evaluation protocol's
+settings and their status. Two settings of one method never share a row; each row is labelled
+with the keys in which its config departs from the shipped file (``overrides``), e.g.
+``mixco [model.mix_temperature=0.1]``. A seed recorded twice for one setting, protocol, protocol
+settings and evaluation data is one sample: the newest record counts and the row notes the
+superseded ones. Records written before settings existed group by method and suite variant as
+they used to, and their rows are marked ``LEGACY_MARK``.
 
-Each row holds per metric the mean, sample std, n and the 95% Student-t interval over seeds
+The protocol settings (``record['protocols'][name]['settings']``) count all but the incidental
+keys ``INCIDENTAL_SETTINGS``: the seed (the record's own, the sample), the t-SNE ``figure`` and the
+probe's ``work_dir`` (places on disk), ``device``, ``num_workers``, the probe's ``world_size`` and
+``batch_per_process`` (placement; its total ``batch`` counts), and any key ending in ``_dir``,
+``_path`` or ``_s`` (paths, timings in seconds); a new setting counts by default. A row holds them
+as ``protocol_settings``, e.g. ``'k=200, split=train->test, temperature=0.1'`` (sorted by key;
+``''`` where none were recorded, as in older records and placeholders, which group as before),
+and its label adds those in which it departs from the method's otherwise alike rows, e.g.
+``mocov2 · k=20``.
+
+Each row holds per metric the mean, sample std, n, range and the exact sign-flip interval over seeds
 (`stats.mean_interval`), and its main metric per seed for paired comparisons
 (``comparisons.add_comparisons``). The paper's numbers join the same groups as reference rows.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchmark.names import (ACCURACY, METHOD_ORDER, METRICS, PAPER_MIXCO, PAPER_PROTOCOLS,
                              PROTOCOL_ORDER, canonical_backbone, canonical_data, protocol_family)
 from benchmark.reports import stats
-from benchmark.reports.comparisons import SUITE, add_comparisons, main_metric
+from benchmark.reports.comparisons import SUITE, StatsPolicy, add_comparisons, main_metric
 
 KEY = ('backbone', 'pretrain_epochs', 'pretrain_data', 'eval_data', 'protocol', 'method')
 GROUP = KEY[:3]  # one section of tables: backbone, epochs, pretraining data
@@ -29,6 +41,9 @@ LEGACY_MARK = '†'
 LEGACY_NOTE = (f'{LEGACY_MARK} from records written without a configuration setting: grouped by '
                'method (and suite variant) only, so such a row may mix settings.')
 Row = Dict[str, Any]
+INCIDENTAL_SETTINGS = frozenset({'seed', 'figure', 'work_dir', 'device', 'num_workers',
+                                 'world_size', 'batch_per_process'})
+INCIDENTAL_SUFFIXES = ('_dir', '_path', '_s')
 
 
 def backbone_label(name: str) -> str:
@@ -37,8 +52,8 @@ def backbone_label(name: str) -> str:
 
 
 def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]:
-    """Mean, sample std (None for one value), n, 95% t interval (None under 2 values), NA
-    reasons of one metric."""
+    """Mean, sample std (None for one value), n, the sign-flip interval and its level (None under
+    2 values), the range, NA reasons of one metric."""
     return dict(stats.mean_interval(values), na=list(na), text=None)
 
 
@@ -79,27 +94,38 @@ def key_bn(record: Dict[str, Any]) -> Optional[str]:
     return str(value) if value else None
 
 
-def _identity(record: Dict[str, Any]) -> Tuple[str, str, Optional[str]]:
-    """('setting', sha256, key BN regime) or, for a record without a setting, ('legacy', its
-    suite variant, regime). The regime is part of the identity: records written before the
-    one-process shuffle-BN emulation share a setting hash with later ones but not a regime."""
+def protocol_settings(settings: Dict[str, Any]) -> str:
+    """'k=200, split=train->test, temperature=0.1': the settings that define the protocol,
+    sorted by key, without the incidental ones; '' where none were recorded."""
+    kept = sorted((k, v) for k, v in (settings or {}).items()
+                  if k not in INCIDENTAL_SETTINGS and not k.endswith(INCIDENTAL_SUFFIXES))
+    return ', '.join(override_text(k, json.dumps(v, sort_keys=True) if isinstance(v, (list, dict))
+                                   else v) for k, v in kept)
+
+
+def _identity(record: Dict[str, Any], protocol: str) -> Tuple[str, str, Optional[str], str]:
+    """('setting', sha256, key BN regime, protocol settings) or, for a record without a setting,
+    ('legacy', its suite variant, regime, protocol settings). The regime is part of the identity:
+    records written before the one-process shuffle-BN emulation share a setting hash with later
+    ones but not a regime."""
     setting = record.get('setting_sha256')
     regime = key_bn(record)
-    return (('setting', setting, regime) if setting
-            else ('legacy', str(record.get('variant') or ''), regime))
+    settings = protocol_settings(record['protocols'][protocol].get('settings'))
+    return (('setting', setting, regime, settings) if setting
+            else ('legacy', str(record.get('variant') or ''), regime, settings))
 
 
 def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dict[tuple, List[str]]]:
     """(entries, superseded): one (key, identity, record, protocol) per setting, protocol,
-    evaluation data and seed, from the newest record (by ``created``, then id); legacy records
-    are all kept. ``superseded`` maps (key, identity) to notes on the records left out."""
+    protocol settings, evaluation data and seed, from the newest record (by ``created``, then
+    id); legacy records are all kept. ``superseded`` maps (key, identity) to notes on the
+    records left out."""
     ordered = sorted(records, key=lambda r: (r['created'], r['id']), reverse=True)
     seen: Dict[tuple, Dict[str, Any]] = {}
     entries, superseded = [], {}
     for record in ordered:
-        ident = _identity(record)
         for protocol in record['protocols']:
-            key = _base_key(record, protocol)
+            key, ident = _base_key(record, protocol), _identity(record, protocol)
             slot = (key, ident, int(record['seed']))
             if ident[0] == 'setting' and slot in seen:
                 superseded.setdefault((key, ident), []).append(
@@ -111,8 +137,8 @@ def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dic
     return entries, superseded
 
 
-def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict, str]],
-         superseded: List[str]) -> Row:
+def _row(key: Tuple, ident: Tuple[str, str, Optional[str], str], status: str,
+         items: List[Tuple[dict, str]], superseded: List[str]) -> Row:
     """One row from its (record, protocol) items, one per seed (legacy rows: per record)."""
     records = [record for record, _ in items]
     protocol = key[4]
@@ -122,7 +148,8 @@ def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict
                variant=ident[1] if ident[0] == 'legacy' else '',
                overrides=dict(newest.get('overrides') or {}) if ident[0] == 'setting' else {},
                config=str(newest.get('config') or ''), world_size=newest.get('world_size'),
-               key_bn=ident[2], metrics={}, by_seed={}, superseded=list(superseded), label='')
+               key_bn=ident[2], protocol_settings=ident[3], metrics={}, by_seed={},
+               superseded=list(superseded), label='', na_seeds={})
     notes, main = [], main_metric(protocol)[0]
     if ident[2]:
         notes.append(f'key BN: {ident[2]}')
@@ -139,9 +166,11 @@ def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict
             notes += [f'{metric}: {reason}' for reason in dict.fromkeys(na)]
     per_seed: Dict[int, List[float]] = {}
     for record, proto in items:  # the main metric per seed (legacy rows may hold a seed twice)
-        value = _number(record['protocols'][proto].get('metrics', {}).get(main))
-        if value is not None:
-            per_seed.setdefault(int(record['seed']), []).append(value)
+        value = record['protocols'][proto].get('metrics', {}).get(main)
+        if _number(value) is not None:
+            per_seed.setdefault(int(record['seed']), []).append(_number(value))
+        else:
+            row['na_seeds'][int(record['seed'])] = f"{main} {value or 'not recorded'}"
     row['by_seed'] = {seed: sum(v) / len(v) for seed, v in per_seed.items()}
     if superseded:
         notes.append(f'{len(superseded)} superseded record(s): ' + '; '.join(superseded))
@@ -154,7 +183,8 @@ def _row(key: Tuple, ident: Tuple[str, str], status: str, items: List[Tuple[dict
 
 
 def suite_rows(records: Iterable[Dict[str, Any]]) -> List[Row]:
-    """Rows of our own records: one per key, setting and status, statistics over seeds."""
+    """Rows of our own records: one per key, setting, protocol settings and status,
+    statistics over seeds."""
     entries, superseded = newest_per_seed(records)
     groups: Dict[tuple, List[Tuple[dict, str]]] = {}
     for key, ident, record, protocol in entries:
@@ -191,7 +221,7 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
         row = rows.setdefault(key, dict(
             zip(KEY, key), variant='', status='ok', label=f'{key[5]} (paper)', metrics={},
             by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
-            key_bn=None, world_size=None, superseded=[],
+            key_bn=None, world_size=None, protocol_settings='', superseded=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:
@@ -233,10 +263,23 @@ def _config_stem(path: str) -> str:
     return re.sub(r'\.py$', '', path.rsplit('/', 1)[-1])
 
 
+def _departing_settings(row: Row, others: List[Row]) -> str:
+    """The protocol settings `row` has and some of `others` lack (all of them where that is
+    none); 'settings not recorded' for a row without."""
+    if not row['protocol_settings']:
+        return 'settings not recorded'
+    split = lambda text: re.split(r', (?=\w+=)', text) if text else []
+    own = split(row['protocol_settings'])
+    departing = [part for part in own if any(part not in split(o['protocol_settings'])
+                                             for o in others)]
+    return ', '.join(departing or own)
+
+
 def label_rows(rows: List[Row]) -> None:
     """Set each row's ``label``, in place: the method, then what tells its row apart from the
     method's other rows of the section: the config file (where several were used), the number
-    of processes (where several), the overrides beyond those every row shares, and a short
+    of processes (where several), the overrides beyond those every row shares, the protocol
+    settings where rows of one protocol and evaluation data differ in them, and a short
     setting hash where all of that still agrees."""
     sections: Dict[Tuple, List[Row]] = {}
     for row in rows:
@@ -260,6 +303,13 @@ def label_rows(rows: List[Row]) -> None:
             if own:
                 parts.append(f"[{', '.join(own)}]")
             row['label'] = ' '.join(parts)
+        told = [(row, [r for r in ours if r['label'] == row['label']  # e.g. kNN's k
+                       and r['protocol_settings'] != row['protocol_settings']
+                       and r['protocol'] == row['protocol'] and r['eval_data'] == row['eval_data']
+                       and r['status'] == row['status']]) for row in ours]
+        for row, others in told:  # found before any label changes, as below
+            if others:
+                row['label'] += f' · {_departing_settings(row, others)}'
         alike = [row for row in ours if row['setting'] and any(  # e.g. an edited config file
             r['label'] == row['label'] and r['setting'] and r['setting'] != row['setting']
             and r['protocol'] == row['protocol'] and r['eval_data'] == row['eval_data']
@@ -289,12 +339,31 @@ def sort_key(row: Row) -> Tuple:
             len(row['label']), _natural(row['label']), row['status'] != 'ok', row['status'])
 
 
-def build_rows(records: Iterable[Dict[str, Any]],
-               paper: Iterable[Dict[str, str]] = ()) -> List[Row]:
+def mark_missing_seeds(rows: List[Row]) -> None:
+    """Add to each row of ours (``na_seeds``: {seed: why}) the seeds its setting ran but whose
+    record is another status (diverged, failed, queued, missing): they drop out of its pairing,
+    and the comparison names them."""
+    def slot(row: Row) -> Tuple:
+        return tuple(row[k] for k in KEY) + (row['setting'], row['variant'], row['key_bn'])
+    others: Dict[Tuple, Dict[int, str]] = {}
+    for row in rows:
+        if row['source'] == SUITE and row['status'] != 'ok':
+            for seed in row['seeds']:
+                others.setdefault(slot(row), {})[seed] = row['status']
+    for row in rows:
+        if row['source'] == SUITE and row['status'] == 'ok':
+            for seed, status in others.get(slot(row), {}).items():
+                if seed not in row['by_seed']:
+                    row['na_seeds'].setdefault(seed, status)
+
+
+def build_rows(records: Iterable[Dict[str, Any]], paper: Iterable[Dict[str, str]] = (),
+               policy: Optional[StatsPolicy] = None) -> List[Row]:
     """All leaderboard rows, labelled, sorted, with comparisons to their baselines (paired
-    statistics over seeds, Holm-adjusted per table) and to the paper's rows."""
+    statistics over seeds, judged within their families by `policy`) and to the paper's rows."""
     rows = suite_rows(records) + paper_rows(paper)
     label_rows(rows)
+    mark_missing_seeds(rows)
     rows.sort(key=sort_key)
-    add_comparisons(rows, table_key)
+    add_comparisons(rows, policy)
     return rows

@@ -14,7 +14,7 @@ from benchmark.reports.comparisons import main_metric
 from benchmark.reports.interval_plot import plot_intervals
 from benchmark.reports.leaderboard import GROUP, backbone_label, build_rows
 from benchmark.reports.records import load_records
-from benchmark.reports.tables import delta_cell, format_interval, test_cell
+from benchmark.reports.tables import delta_cell, interval_cell, test_cell
 
 KNN_KEYS = ('knn_monitor/top1', 'knn_monitor/top5')
 
@@ -156,7 +156,7 @@ def _header(record: Dict[str, Any], rid: str) -> List[str]:
 
 def among_records(record: Dict[str, Any], results_dir: Path, folder: Path) -> List[str]:
     """Markdown lines placing the record among the records of its results folder: its setting's
-    row per protocol (mean and 95% interval over the seeds recorded so far, the paired comparison
+    row per protocol (mean and interval over the seeds recorded so far, the paired comparison
     with its baseline) and the section's interval plot (``intervals.png`` in `folder`)."""
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')  # a broken neighbour is reported by the leaderboard
@@ -171,21 +171,22 @@ def among_records(record: Dict[str, Any], results_dir: Path, folder: Path) -> Li
         return []
     lines = ['', '## Among the records of its folder', '',
              f"This run's setting over the seeds recorded in `{results_dir}` so far (main metric, "
-             '95% Student-t interval; the paired comparison over the seeds both rows have):', '',
-             '| protocol | row | main metric | n | mean, 95% CI | Δ vs baseline, 95% CI | test |',
+             "exact interval, or the seeds' range under the minimum for a verdict; the paired "
+             'comparison over the seeds both rows have):', '',
+             '| protocol | row | main metric | n | mean, interval | Δ vs baseline, interval | test |',
              '| --- | --- | --- | --- | --- | --- | --- |']
     for row in mine:
         metric = main_metric(row['protocol'])[0]
         stat = row['metrics'].get(metric) or {}
         mean = stat.get('mean')
         text = '' if mean is None else format(mean, METRIC_FORMATS[metric])
-        interval = format_interval(stat.get('ci'), METRIC_FORMATS[metric])
+        interval = interval_cell(row, metric)
         lines.append(f"| {row['protocol']} | {_cell(row['label'])} | {metric} | {stat.get('n')} "
                      f"| {text} {interval} | {_cell(delta_cell(row['compare']))} "
                      f"| {_cell(test_cell(row['compare']))} |")
     title = f'{backbone_label(section[0])} · {section[1]} pretraining epochs · {section[2]}'
     if plot_intervals(rows, str(folder / 'intervals.png'), title):
-        lines += ['', '![95% intervals of the section](intervals.png)']
+        lines += ['', '![intervals of the section](intervals.png)']
     return lines
 
 

@@ -2,7 +2,7 @@
 suite runner does the I/O).
 
 The tables are the leaderboard's (``benchmark.reports.tables``): one row per configuration, mean
-± std over seeds with n and the 95% interval, the paired comparison with the baseline and the
+± std over seeds with n and the exact interval (or the seeds' range under the minimum), the paired comparison with the baseline and the
 paper's number where it has the row. Here: only the paper's rows that sit beside one of ours, a
 header naming the suite, the generated verdicts, a table of its runs, the monitor curves (mean
 and spread over seeds), and `summary_markdown`: the compact block (main metric, comparison,
@@ -18,16 +18,15 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from benchmark.names import METRIC_FORMATS, PROTOCOLS, protocol_family
 from benchmark.reports.comparisons import SUITE, main_metric
 from benchmark.reports.leaderboard import KEY, Row, backbone_label
-from benchmark.reports.tables import (delta_cell, format_interval, improvement_cell,
-                                      render_markdown, sections, test_cell)
+from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
+                                      render_markdown, sections, test_cell, verdict_cell)
 
 SUITE_SUMMARY = 'summary.md'
 SUMMARY_LEGEND = (
-    'Intervals: 95% Student-t over seeds. Δ: the method minus its baseline seed by seed, mean '
-    'and 95% Student-t interval. Paired t-test: two-sided, with Holm\'s adjustment over the '
-    "comparisons of the section's accuracy table. P(better): the share of (method seed, baseline "
-    'seed) pairs the method wins, with a 95% bootstrap interval. Under 3 paired seeds no test is '
-    'made; the seeds a paired t-test would need for 80% power are given instead.')
+    "Intervals: exact sign-flip intervals over seeds (the seeds' range under min_seeds); Δ: "
+    'seed by seed, its interval at the level Holm judged it within its family. Test: exact '
+    'sign-flip, Holm within the family. P(better): share of seeds won, Clopper-Pearson. '
+    'The full leaderboard\'s legend says more.')
 CLASSIFICATION_PROTOCOLS = ('supervised', 'linear_paper', 'linear_fast', 'knn', 'online_linear')
 MONITOR_KEYS = {'knn_monitor/top1': 'kNN monitor top-1 (%)',
                 'online_linear/top1': 'online linear probe top-1 (%)'}
@@ -167,9 +166,9 @@ def _mean_cell(row: Row) -> str:
         return f"{stat['text']} (paper)"
     if not stat.get('n'):
         return 'NA'
-    fmt = METRIC_FORMATS[metric]
-    interval = format_interval(stat.get('ci'), fmt)
-    return f"{stat['mean']:{fmt}}{' ' + interval if interval else ''} (n={stat['n']})"
+    interval = interval_cell(row, metric)
+    return (f"{stat['mean']:{METRIC_FORMATS[metric]}}{' ' + interval if interval else ''} "
+            f"(n={stat['n']})")
 
 
 def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequence[str],
@@ -186,18 +185,19 @@ def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequen
                 and protocol_family(r['protocol']) == 'classification']
         if not mine:
             continue
-        lines += [f'**{title}** (top-1 %, mean and 95% CI over seeds; Δ paired over seeds):', '',
-                  '| eval data | protocol | method | top-1 | Δ vs baseline, 95% CI | paired t-test '
-                  '| P(better) |', '|---|---|---|---|---|---|---|']
+        lines += [f'**{title}** (top-1 %, mean and interval over seeds; Δ paired over seeds):',
+                  '', '| eval data | protocol | method | top-1 | Δ vs baseline, interval | '
+                  'sign-flip test | verdict (family, size) | P(better) |',
+                  '|---|---|---|---|---|---|---|---|']
         for row in mine:
             cells = [row['eval_data'], PROTOCOLS.get(row['protocol'], row['protocol']),
                      row['label'] + ('' if row['status'] == 'ok' else f" ({row['status']})"),
                      _mean_cell(row), delta_cell(row['compare']), test_cell(row['compare']),
-                     improvement_cell(row['compare'])]
+                     verdict_cell(row['compare']), improvement_cell(row['compare'])]
             lines.append('| ' + ' | '.join(str(c).replace('|', '\\|') for c in cells) + ' |')
         lines.append('')
         if figures.get(title):
-            lines += [f'![95% intervals: {title}]({figures[title]})', '']
+            lines += [f'![intervals: {title}]({figures[title]})', '']
     if verdicts:
         lines += ['What the statistics support:', ''] + [f'- {v}' for v in verdicts] + ['']
     lines.append(SUMMARY_LEGEND)

@@ -1,15 +1,18 @@
 """The leaderboard as Markdown and CSV (pure rendering of ``leaderboard.build_rows`` rows).
 
 Markdown: one section per backbone, pretraining epochs and data; in each an accuracy table and a
-cluster-index table. Every row shows its metrics as mean ± sample std (n), the 95% interval of
-its main metric, and where it has a baseline the paired comparison (Δ with its interval, the
-paired t-test and its Holm adjustment, Wilcoxon where n >= 6, the probability of improvement),
-and where the paper has the same row, ours minus the paper. The legend names every method.
+cluster-index table. Every row shows its metrics as mean ± sample std (n), the exact interval of
+its main metric (or, under the suite's minimum of seeds, their range), and where it has a
+baseline the paired comparison (Δ with its interval at the level its family judged it, the
+sign-flip test and its Holm adjustment, the verdict with its family, P(better) as the share of
+seeds won, planning), and where the paper has the same row, ours minus the paper. The legend
+says how each number is made.
 """
 from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmark.names import ACCURACY, CLUSTER, METRICS, METRIC_FORMATS, PROTOCOLS, protocol_family
@@ -58,41 +61,97 @@ def format_p(p: Optional[float]) -> str:
     return '< 0.0001' if p < 1e-4 else f'{p:.2g}'
 
 
+def format_level(level: Optional[float]) -> str:
+    """'95%', '93.8%', '97.5%': an interval's confidence level."""
+    return '' if level is None else f'{100 * level:.3g}%'
+
+
+def _enough(row: Row, n: Optional[int]) -> bool:
+    return bool(n) and n >= row.get('min_seeds', stats.MIN_SEEDS)
+
+
+def interval_cell(row: Row, metric: str) -> str:
+    """The interval of a row's mean: the sign-flip interval with its level where the row has
+    the suite's minimum of seeds (the level only where it is not 95%), else the seeds' range."""
+    stat = row['metrics'].get(metric) or {}
+    fmt = METRIC_FORMATS[metric]
+    if stat.get('text') is not None or not stat.get('n') or stat['n'] < 2:
+        return ''
+    if not _enough(row, stat['n']):
+        return f"range {format_interval(stat['range'], fmt)}"
+    level = stat['ci_level']
+    return format_interval(stat['ci'], fmt) + ('' if abs(level - 0.95) < 5e-4
+                                               else f' ({format_level(level)})')
+
+
 def delta_cell(compare: Optional[Dict[str, Any]]) -> str:
-    """'+1.20 [−0.31, +2.71] vs mocov2 (3 paired seeds)', or the Δ of the means where no seed
-    is shared (the paper's rows)."""
+    """'+1.20 [−0.31, +2.71] vs mocov2 (6 paired seeds)' with the interval's level where it is
+    not 95%; under the minimum of seeds the differences seed by seed; the Δ of the means where
+    no seed is shared (the paper's rows)."""
     if not compare:
         return ''
     fmt = METRIC_FORMATS[compare['metric']]
     paired = compare['paired']
     if not paired:
         return f"{compare['delta']:+{fmt}} vs {compare['baseline_label']} (means)"
-    interval = format_interval(paired['ci'], fmt, '+')
-    return (f"{paired['delta']:+{fmt}}{' ' + interval if interval else ''} vs "
-            f"{compare['baseline_label']} ({paired['n']} paired seed{'s' * (paired['n'] > 1)})")
+    seeds = f"({paired['n']} paired seed{'s' * (paired['n'] > 1)})"
+    if paired['ci'] is None:
+        per_seed = ', '.join(f'{d:+{fmt}}' for d in paired['diffs'])
+        why = ('' if paired['p'] is None else f"; no interval at the family's level "
+               f"(1 − {format_p(compare.get('level'))}) from {paired['n']} seeds")
+        return (f"{paired['delta']:+{fmt}} vs {compare['baseline_label']} {seeds}; "
+                f"per seed {per_seed}{why}")
+    level = format_level(paired['ci_level'])
+    return (f"{paired['delta']:+{fmt}} {format_interval(paired['ci'], fmt, '+')} ({level}) vs "
+            f"{compare['baseline_label']} {seeds}")
 
 
 def test_cell(compare: Optional[Dict[str, Any]]) -> str:
-    """'p 0.012, Holm 0.036' or, under 3 paired seeds, why there is no test and how many seeds
-    would detect the observed Δ."""
+    """'p 0.031, Holm 0.062' (the sign-flip test within the family), or why there is none."""
     paired = (compare or {}).get('paired')
     if not paired:
         return ''
-    if paired['p_t'] is None:
-        needed = paired['seeds_needed']
-        more = (f'~{needed} for 80% power' if needed
-                else 'no spread to plan from' if not paired['std']
-                else 'no Δ to plan from' if paired['delta'] == 0 else 'over 1000 for 80% power')
-        return f"n={paired['n']} < {stats.MIN_TEST_SEEDS}: no test; seeds needed {more}"
-    return f"p {format_p(paired['p_t'])}, Holm {format_p(compare['p_holm'])}"
+    if paired['p'] is None:
+        need = (compare.get('plan') or {}).get('seeds_for_verdict') or paired['min_seeds']
+        return f"n={paired['n']} < {paired['min_seeds']}: no test; a verdict needs {need} seeds"
+    return f"p {format_p(paired['p'])}, Holm {format_p(compare['p_holm'])}"
+
+
+def verdict_cell(compare: Optional[Dict[str, Any]]) -> str:
+    """'better (primary, 2)': the verdict and the family it was judged in, with its size."""
+    if not (compare or {}).get('paired'):
+        return ''
+    family = compare.get('family')
+    return (f"{compare['verdict']} ({family}, {compare['family_size']})" if family
+            else str(compare.get('verdict') or ''))
+
+
+def plan_cell(compare: Optional[Dict[str, Any]]) -> str:
+    """'MDE 1.79 (SD 1.00, 4 df)' and the seeds for the smallest effect of interest."""
+    plan = (compare or {}).get('plan')
+    if not plan or plan.get('sd') is None:
+        return ''
+    fmt = METRIC_FORMATS[compare['metric']]
+    mde = plan.get('mde')
+    parts = []
+    if mde is not None:
+        parts.append(f'MDE {mde:{fmt}}' if math.isfinite(mde) else 'MDE: none at this n')
+    parts.append(f"SD {plan['sd']:{fmt}}, {plan['df']} df")
+    if plan.get('min_effect'):
+        need = plan.get('seeds_for_min_effect')
+        parts.append(f"{need or '> 1000'} seeds for Δ {plan['min_effect']:{fmt}}")
+    return '; '.join(parts)
 
 
 def improvement_cell(compare: Optional[Dict[str, Any]]) -> str:
+    """'0.80 [0.28, 0.99] (4/5 won)', withheld under the minimum of seeds."""
     paired = (compare or {}).get('paired')
-    if not paired:
+    if not paired or not paired.get('wins'):
         return ''
-    return f"{paired['p_improve']:.2f}" + (f" {format_interval(paired['p_improve_ci'], '.2f')}"
-                                           if paired['p_improve_ci'] else '')
+    share = paired['wins']
+    ties = f", {share['ties']} tied" if share['ties'] else ''
+    return (f"{share['share']:.2f} {format_interval(share['ci'], '.2f')} "
+            f"({share['wins']}/{paired['n']} won{ties})")
 
 
 def paper_cell(gap: Optional[Dict[str, Any]]) -> str:
@@ -119,17 +178,16 @@ def _columns(rows: List[Row], fam: str) -> List[Tuple[str, Any]]:
         ('status', lambda r: r['status'])]
     cols += [(m + arrows.get(m, ''), lambda r, m=m: format_stat(r['metrics'].get(m), m))
              for m in metrics]
-    cols.append((f'{main} 95% CI', lambda r: format_interval(
-        (r['metrics'].get(main) or {}).get('ci'), METRIC_FORMATS[main])))
+    cols.append((f'{main} interval', lambda r: interval_cell(r, main)))
     if any(r['compare'] for r in rows):
         better = 'higher' if higher else 'lower'
-        cols += [(f'Δ {main} vs baseline, 95% CI ({better} is better)',
+        cols += [(f'Δ {main} vs baseline, interval ({better} is better)',
                   lambda r: delta_cell(r['compare'])),
-                 ('paired t-test', lambda r: test_cell(r['compare'])),
+                 ('sign-flip test', lambda r: test_cell(r['compare'])),
+                 ('verdict (family, size)', lambda r: verdict_cell(r['compare'])),
                  ('P(better), 95% CI', lambda r: improvement_cell(r['compare']))]
-    if any(((r['compare'] or {}).get('paired') or {}).get('p_wilcoxon') is not None for r in rows):
-        cols.append(('p_W', lambda r: format_p(((r['compare'] or {}).get('paired') or {})
-                                               .get('p_wilcoxon'))))
+    if any((r['compare'] or {}).get('plan') for r in rows):
+        cols.append(('planning', lambda r: plan_cell(r['compare'])))
     if any(r['paper_gap'] for r in rows):
         cols.append((f'ours − paper ({main})', lambda r: paper_cell(r['paper_gap'])))
     cols += [('time s/epoch', lambda r: _number(r['time_s_per_epoch'], '.1f')),
@@ -185,7 +243,7 @@ def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/r
             if subset:
                 lines += ['', f'### {heading}', ''] + table_lines(subset, fam)
         if figures and figures.get(title):
-            lines += ['', f'![95% intervals: {title}]({figures[title]})']
+            lines += ['', f'![intervals: {title}]({figures[title]})']
     return '\n'.join(lines) + '\n'
 
 
@@ -193,10 +251,14 @@ CSV_COLUMNS = (list(GROUP) + ['eval_data', 'protocol', 'protocol_label', 'method
                               'method_label', 'setting_sha256', 'overrides', 'legacy', 'source',
                               'status']
                + [f'{m}_{s}' for m in METRICS for s in ('mean', 'std', 'n')]
-               + ['main_metric', 'ci_low', 'ci_high', 'delta_baseline', 'delta_metric',
-                  'delta', 'paired_delta_mean', 'paired_delta_std', 'paired_delta_n',
-                  'paired_ci_low', 'paired_ci_high', 'p_t', 'p_holm', 'p_wilcoxon',
-                  'p_improve', 'p_improve_low', 'p_improve_high', 'seeds_needed',
+               + ['main_metric', 'ci_low', 'ci_high', 'ci_level', 'range_low', 'range_high',
+                  'min_seeds', 'delta_baseline', 'delta_metric', 'delta', 'paired_delta_mean',
+                  'paired_delta_std', 'paired_delta_n', 'paired_diffs', 'paired_ci_low',
+                  'paired_ci_high', 'paired_ci_level', 'p_signflip', 'p_holm', 'family',
+                  'family_size', 'verdict', 'wins', 'ties', 'losses', 'p_improve',
+                  'p_improve_low', 'p_improve_high', 'pooled_sd', 'pooled_df', 'mde',
+                  'seeds_for_verdict', 'min_effect', 'seeds_for_min_effect',
+                  'equivalence_margin', 'equivalence_low', 'equivalence_high', 'left_out',
                   'paper_delta', 'paper_value', 'time_s_per_epoch', 'peak_memory_gb',
                   'total_batch', 'seeds', 'note'])
 
@@ -206,23 +268,41 @@ def _csv_record(row: Row) -> Dict[str, Any]:
     out = {k: row[k] for k in GROUP + ('eval_data', 'protocol', 'method', 'source', 'status',
                                        'time_s_per_epoch', 'peak_memory_gb', 'total_batch',
                                        'note')}
-    ci = (row['metrics'].get(main) or {}).get('ci') or (None, None)
+    stat = row['metrics'].get(main) or {}
+    enough = _enough(row, stat.get('n'))
+    ci = (stat.get('ci') if enough else None) or (None, None)
+    spread = stat.get('range') if stat.get('text') is None and stat.get('n') else None
     out.update(protocol_label=PROTOCOLS.get(row['protocol'], row['protocol']),
                method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']),
                variant=row.get('variant', ''), setting_sha256=row.get('setting') or '',
                overrides=', '.join(override_text(k, v) for k, v in row['overrides'].items()),
-               legacy=row['legacy'], main_metric=main, ci_low=ci[0], ci_high=ci[1])
+               legacy=row['legacy'], main_metric=main, ci_low=ci[0], ci_high=ci[1],
+               ci_level=stat.get('ci_level') if enough else None,
+               range_low=(spread or (None, None))[0], range_high=(spread or (None, None))[1],
+               min_seeds=row.get('min_seeds'))
     compare = row['compare'] or {}
     paired = compare.get('paired') or {}
     pci = paired.get('ci') or (None, None)
-    ici = paired.get('p_improve_ci') or (None, None)
+    won = paired.get('wins') or {}
+    ici = won.get('ci') or (None, None)
+    plan = compare.get('plan') or {}
+    eq = compare.get('equivalence') or {}
+    eci = eq.get('ci') or (None, None)
     out.update(delta_baseline=compare.get('baseline'), delta_metric=compare.get('metric'),
                delta=compare.get('delta'), paired_delta_mean=paired.get('delta'),
                paired_delta_std=paired.get('std'), paired_delta_n=paired.get('n'),
-               paired_ci_low=pci[0], paired_ci_high=pci[1], p_t=paired.get('p_t'),
-               p_holm=compare.get('p_holm'), p_wilcoxon=paired.get('p_wilcoxon'),
-               p_improve=paired.get('p_improve'), p_improve_low=ici[0], p_improve_high=ici[1],
-               seeds_needed=paired.get('seeds_needed'))
+               paired_diffs=' '.join(repr(round(d, 10)) for d in paired.get('diffs') or []),
+               paired_ci_low=pci[0], paired_ci_high=pci[1],
+               paired_ci_level=paired.get('ci_level'), p_signflip=paired.get('p'),
+               p_holm=compare.get('p_holm'), family=compare.get('family'),
+               family_size=compare.get('family_size'), verdict=compare.get('verdict'),
+               wins=won.get('wins'), ties=won.get('ties'), losses=won.get('losses'),
+               p_improve=won.get('share'), p_improve_low=ici[0], p_improve_high=ici[1],
+               pooled_sd=plan.get('sd'), pooled_df=plan.get('df'), mde=plan.get('mde'),
+               seeds_for_verdict=plan.get('seeds_for_verdict'), min_effect=plan.get('min_effect'),
+               seeds_for_min_effect=plan.get('seeds_for_min_effect'),
+               equivalence_margin=eq.get('margin'), equivalence_low=eci[0],
+               equivalence_high=eci[1], left_out='; '.join(compare.get('left_out') or []))
     gap = row['paper_gap'] or {}
     out.update(paper_delta=gap.get('delta'), paper_value=gap.get('paper'))
     for metric, stat in row['metrics'].items():

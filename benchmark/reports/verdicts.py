@@ -1,32 +1,52 @@
 """Sentences that say what a comparison's statistics support, generated from the rows.
 
-A first sentence counts the comparisons by outcome (`tally`). Each compared row of ours gives
-one sentence: the paired Δ with its 95% interval and the number
-of paired seeds, then what follows from them: too few seeds (and how many would detect a Δ of
-this size at 80% power), no difference shown at alpha = 0.05, or better / worse with the paired
-t-test, its Holm adjustment and the probability of improvement. Nothing here is typed by hand.
+A first sentence counts the comparisons by verdict (`tally`), family by family. Each compared
+row of ours gives one sentence: where it stands (method, baseline, protocol, data, family),
+the paired Δ, and then the verdict with what it rests on: under the suite's ``min_seeds`` the
+seeds' differences and how many more seeds any verdict needs; else the interval at the level
+Holm judged it, the sign-flip p-value with its Holm adjustment, and better / worse /
+equivalent within the margin / undecided, with the minimal detectable effect and the seeds a
+declared smallest effect needs. Seeds left out of the pairing are named. Nothing here is typed
+by hand.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from benchmark.names import METRIC_FORMATS, PROTOCOLS
-from benchmark.reports import stats
-from benchmark.reports.tables import format_interval, format_p
+from benchmark.reports.stats import ALPHA
+from benchmark.reports.tables import format_interval, format_level, format_p
 
 Row = Dict[str, Any]
 UNITS = {'top1': 'top-1 points', 'davies_bouldin': 'Davies-Bouldin'}
+OUTCOMES = ('better', 'worse', 'equivalent', 'undecided', 'too few seeds')
 
 
-def _seeds_sentence(delta: float, std: Optional[float], n: int) -> str:
-    needed = stats.seeds_for_power(delta, std)
-    if needed is None:
-        return ('a Δ of zero gives no estimate of the seeds needed' if delta == 0
-                else 'the paired spread gives no estimate of the seeds needed' if not std
-                else 'more than 1000 seeds would be needed to detect a Δ this size')
-    if needed <= n:
-        return ''
-    return f'about {needed} seeds would detect a Δ this size with 80% power'
+def _where(row: Row, compare: Dict[str, Any]) -> str:
+    return (f"{row['label']} vs {compare['baseline_label']}, "
+            f"{PROTOCOLS.get(row['protocol'], row['protocol'])} on {row['eval_data']}")
+
+
+def _plan_sentence(compare: Dict[str, Any], fmt: str, units: str) -> str:
+    """What the seeds at hand can detect, and what a declared smallest effect would need."""
+    plan, n = compare.get('plan') or {}, compare['paired']['n']
+    if not plan or plan.get('sd') is None:
+        return 'no paired spread to plan from'
+    where = (f"paired SD {plan['sd']:{fmt}} pooled over the family's comparisons of this "
+             f"protocol, {plan['df']} df; level {format_p(plan['alpha'])}")
+    parts = []
+    mde = plan.get('mde')
+    if mde is not None:
+        parts.append(f'at n = {n} a true Δ of {mde:{fmt}} {units} would be found with 80% power'
+                     if math.isfinite(mde) else f'at n = {n} no true Δ can be found at this level')
+    if plan.get('min_effect'):
+        need = plan.get('seeds_for_min_effect')
+        parts.append(f"{need} paired seeds would find the smallest effect of interest "
+                     f"({plan['min_effect']:{fmt}}) with 80% power" if need else
+                     f"more than 1000 seeds would be needed for the smallest effect of "
+                     f"interest ({plan['min_effect']:{fmt}})")
+    return '; '.join(parts) + f' ({where})' if parts else ''
 
 
 def verdict(row: Row) -> Optional[str]:
@@ -35,70 +55,82 @@ def verdict(row: Row) -> Optional[str]:
     paired = compare.get('paired')
     if not paired:
         return None
-    metric, higher = compare['metric'], compare['higher']
-    fmt = METRIC_FORMATS[metric]
+    metric, fmt = compare['metric'], METRIC_FORMATS[compare['metric']]
+    units = UNITS.get(metric, metric)
     n, delta = paired['n'], paired['delta']
-    where = (f"{row['label']} vs {compare['baseline_label']}, "
-             f"{PROTOCOLS.get(row['protocol'], row['protocol'])} on {row['eval_data']}")
-    interval = format_interval(paired['ci'], fmt, '+')
-    head = (f"{where}: Δ {delta:+{fmt}} {UNITS.get(metric, metric)}"
-            + (f', 95% CI {interval}' if interval else '') + f', n = {n}')
-    if n == 1:
-        return f'{head}: one paired seed, no interval and no test; run more seeds.'
-    if paired['p_t'] is None:
-        more = _seeds_sentence(delta, paired['std'], n)
-        return f'{head}: too few seeds to conclude' + (f'; {more}.' if more else '.')
-    p_holm = compare.get('p_holm')
-    p_holm = paired['p_t'] if p_holm is None else p_holm
-    tests = f"paired t-test p = {format_p(paired['p_t'])}, Holm p = {format_p(p_holm)}"
-    if p_holm < stats.ALPHA:
-        side = 'better' if (delta > 0) == higher else 'worse'
-        lo, hi = paired['p_improve_ci'] or (paired['p_improve'], paired['p_improve'])
-        return (f"{head}: {side} than {compare['baseline_label']} ({tests}; P(better) = "
-                f"{paired['p_improve']:.2f} [{lo:.2f}, {hi:.2f}]).")
-    more = _seeds_sentence(delta, paired['std'], n)
-    return (f'{head}: no difference shown at alpha = {stats.ALPHA} ({tests})'
-            + (f'; {more}.' if more else '.'))
+    family = (f" ({compare['family']} family of {compare['family_size']})"
+              if compare.get('family') else '')
+    head = f"{_where(row, compare)}{family}: Δ {delta:+{fmt}} {units}, n = {n}"
+    left = ('; left out of the pairing: ' + '; '.join(compare['left_out'])
+            if compare.get('left_out') else '')
+    result = compare.get('verdict')
+    if result == 'too few seeds' or result is None:
+        per_seed = ', '.join(f'{d:+{fmt}}' for d in paired['diffs'])
+        need = (compare.get('plan') or {}).get('seeds_for_verdict') or paired['min_seeds']
+        return (f"{head} (per seed {per_seed}): too few seeds for a verdict (min_seeds "
+                f"{paired['min_seeds']}); {need} paired seeds would make one possible at this "
+                f"family's level{left}.")
+    interval = (f"{format_interval(paired['ci'], fmt, '+')} ({format_level(paired['ci_level'])} "
+                'sign-flip interval)' if paired['ci'] else
+                f"per seed {', '.join(f'{d:+{fmt}}' for d in paired['diffs'])} (no interval at "
+                f"the family's level from {n} seeds)")
+    tests = f"sign-flip p = {format_p(paired['p'])}, Holm p = {format_p(compare['p_holm'])}"
+    if result in ('better', 'worse'):
+        share = paired['wins']
+        return (f"{head}, {interval}: {result} than {compare['baseline_label']} ({tests}; "
+                f"P(better) = {share['share']:.2f} "
+                f"{format_interval(share['ci'], '.2f')}){left}.")
+    if result == 'equivalent':
+        eq = compare['equivalence']
+        return (f"{head}, {interval}: equivalent within ±{eq['margin']:{fmt}} (the "
+                f"{format_level(eq['level'])} interval {format_interval(eq['ci'], fmt, '+')} "
+                f"lies inside the margin; {tests}){left}.")
+    plan = _plan_sentence(compare, fmt, units)
+    margin = ''
+    if compare.get('equivalence'):
+        eq = compare['equivalence']
+        margin = (f"; not shown equivalent within ±{eq['margin']:{fmt}} "
+                  f"({format_level(eq['level'])} interval "
+                  f"{format_interval(eq['ci'], fmt, '+')})")
+    return (f"{head}, {interval}: undecided with {n} seeds ({tests}){margin}"
+            + (f'; {plan}' if plan else '') + f'{left}.')
 
 
 def outcome(row: Row) -> Optional[str]:
-    """'better', 'worse', 'not shown' (tested, Holm p >= alpha), 'too few seeds' or None (no
-    paired comparison) for a row of ours."""
+    """The verdict of a row of ours ('better', 'worse', 'equivalent', 'undecided', 'too few
+    seeds'), or None (no paired comparison)."""
     compare = row.get('compare') or {}
-    paired = compare.get('paired')
-    if not paired:
-        return None
-    if paired['p_t'] is None:
-        return 'too few seeds'
-    p_holm = paired['p_t'] if compare.get('p_holm') is None else compare['p_holm']
-    if p_holm >= stats.ALPHA:
-        return 'not shown'
-    return 'better' if (paired['delta'] > 0) == compare['higher'] else 'worse'
+    return compare.get('verdict') if compare.get('paired') else None
 
 
 def tally(rows: Sequence[Row]) -> Optional[str]:
-    """One sentence counting the comparisons of `rows` by outcome, naming those shown better or
-    worse; None without comparisons."""
-    counts: Dict[str, List[str]] = {k: [] for k in ('better', 'worse', 'not shown', 'too few seeds')}
+    """One sentence per family counting its comparisons by verdict, naming the decided ones;
+    None without comparisons."""
+    families: Dict[str, Dict[str, List[str]]] = {}
     for row in rows:
         result = outcome(row)
         if result:
             name = (f"{row['label']}, {PROTOCOLS.get(row['protocol'], row['protocol'])} on "
                     f"{row['eval_data']}")
+            counts = families.setdefault(row['compare'].get('family') or 'all',
+                                         {k: [] for k in OUTCOMES})
             counts[result].append(name)
-    total = sum(len(v) for v in counts.values())
-    if not total:
-        return None
-    named = lambda key: (f" ({'; '.join(counts[key])})" if counts[key] else '')  # noqa: E731
-    return (f'Of {total} paired comparisons with the baseline (paired t-test, Holm-adjusted, '
-            f"alpha = {stats.ALPHA}): {len(counts['better'])} better{named('better')}, "
-            f"{len(counts['worse'])} worse{named('worse')}, {len(counts['not shown'])} without "
-            f"a difference shown, {len(counts['too few seeds'])} with too few seeds to test.")
+    out = []
+    for family in sorted(families, key=lambda f: (f != 'primary', f)):
+        counts = families[family]
+        named = lambda key: (f" ({'; '.join(counts[key])})"  # noqa: E731
+                             if counts[key] and key in ('better', 'worse', 'equivalent') else '')
+        total = sum(len(v) for v in counts.values())
+        out.append(f'{family.capitalize()} family ({total} comparison(s) with the baseline; '
+                   f'exact sign-flip test, Holm, alpha = {ALPHA}): '
+                   + ', '.join(f'{len(counts[k])} {k}{named(k)}' for k in OUTCOMES
+                               if counts[k]) + '.')
+    return ' '.join(out) or None
 
 
 def verdicts(rows: Sequence[Row], protocols: Optional[Sequence[str]] = None) -> List[str]:
     """The sentences of every compared row of ours, in table order (optionally only for
-    `protocols`), after one that counts them (`tally`)."""
+    `protocols`), after those that count them (`tally`)."""
     chosen = [r for r in rows if protocols is None or r['protocol'] in protocols]
     out = [s for s in (verdict(row) for row in chosen) if s]
     head = tally(chosen)

@@ -133,7 +133,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     by_name = {o.run.name: o for o in outcomes}
     found = read_suite_records(suite.record_dirs)
     records = suite_records(suite, plans, found, by_name)
-    rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else ()))
+    rows = paper_beside_ours(build_rows(records, read_paper(paper) if paper else (), suite.policy))
     folder = Path(suite.results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     groups: Dict[str, list] = {}

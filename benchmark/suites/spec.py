@@ -14,6 +14,8 @@ A suite is a small mmengine-style ``.py`` file::
                    dict(protocols=['knn'], device='cpu')]  # tools/eval.py --device cpu
     slurm = dict(partition='gpu', cpus_per_task=5, time='24:00:00')  # for --launcher slurm
     reuse = ['demo_digits']   # records (and work dirs) of these suites count as this one's
+    min_seeds = 5; min_effect = 1.0; equivalence_margin = 0.5   # statistics: suites/policy.py
+    primary = dict(protocols=['knn', 'linear_fast'])           # ... the primary family
 
 A run of this suite whose config and seed match a record of a reused suite is not trained again:
 that record is the run's, and its row and curves come from the other suite's folders.
@@ -43,21 +45,19 @@ from benchmark.engine.launch import config_identity, config_setting
 from benchmark.evaluation.device import parse_device
 from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
+from benchmark.reports.comparisons import StatsPolicy
 from benchmark.reports.records import setting_sha256
+from benchmark.suites.policy import SuiteError, read_policy
 from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
 
 SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm',
-              'reuse')
+              'reuse', 'min_seeds', 'min_effect', 'equivalence_margin', 'primary')
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
 SLURM_KEYS = ('partition', 'time', 'gpus_per_node', 'cpus_per_task', 'mem', 'account', 'qos',
               'constraint', 'array_parallelism', 'signal_delay_s', 'max_num_timeout', 'extra',
               'cluster')  # benchmark.suites.slurm.PARAMETERS says what each sets
 EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
-
-
-class SuiteError(ValueError):
-    """A bad suite file or option: one line naming the file, the run or the key."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,7 @@ class Suite:
     results_dir: str
     notes: List[str] = field(default_factory=list)
     reused: List[Tuple[str, str]] = field(default_factory=list)  # (results dir, work dir) each
+    policy: StatsPolicy = field(default_factory=StatsPolicy)  # how its comparisons are judged
 
     @property
     def wants_default(self) -> bool:
@@ -348,6 +349,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
         raise SuiteError(f'suite {path}: procs must be an integer >= 1 (processes per run), '
                          f'got {procs!r}')
     common = _overrides(cfg.get('cfg_options'), f'suite {path}: cfg_options')
+    policy = read_policy(cfg, f'suite {path}')  # min_seeds, min_effect, ... primary
     evaluations = tuple(_evaluation(item, f'suite {path}: evaluations[{i}]')
                         for i, item in enumerate(cfg.get('evaluations', ['default'])))
     if len({e.name for e in evaluations}) != len(evaluations):
@@ -392,4 +394,4 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                                 dict(type=train.type, data_root=train.get('data_root', '')),
                                 setting_sha256(setting['text'], procs), setting['overrides']))
     return Suite(name, str(path), runs, seeds, procs, evaluations, common, slurm,
-                 str(suite_results_dir(name, results_root)), notes, reused)
+                 str(suite_results_dir(name, results_root)), notes, reused, policy)

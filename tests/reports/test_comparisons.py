@@ -1,7 +1,7 @@
 """Leaderboard rows and their comparisons: one row per exact configuration (labels tell them
 apart), a repeated seed counted once, older records grouped as before, every statistic of a row
-against numpy / scipy / a naive loop, Holm per table, the baseline chosen, ours minus the
-paper."""
+against numpy / scipy / brute-force enumeration of sign patterns, Holm per family, the baseline
+chosen, ours minus the paper."""
 import csv
 import io
 import itertools
@@ -12,11 +12,14 @@ import pytest
 from scipy import stats as sps
 
 from benchmark.layout import PAPER_RESULTS
-from benchmark.reports.comparisons import SUITE, choose_baseline, config_family, main_metric
+from benchmark.reports.comparisons import (SUITE, StatsPolicy, choose_baseline, config_family,
+                                          main_metric)
 from benchmark.reports.leaderboard import LEGACY_MARK, LEGACY_NOTE, build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.reports.tables import render_csv, render_markdown
+
+pytestmark = pytest.mark.usefixtures('quick_provenance')
 
 TAU = {'model.mix_temperature': 0.1}
 
@@ -207,17 +210,37 @@ def test_legacy_records_group_as_before_all_counted_and_marked():
 
 # Every statistic of a row against an independent reference
 
-def t_reference(values):
+def sign_ps(diffs, shifts):
+    """Two-sided sign-flip p at each shift, over every sign pattern: twice the smaller tail."""
+    x = np.asarray(diffs, np.float64)
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=x.size)))
+    centred = x[None, :] - np.asarray(shifts, np.float64)[:, None]
+    sums, observed = centred @ signs.T, centred.sum(1, keepdims=True)
+    greater = np.mean(sums >= observed - 1e-9, axis=1)
+    less = np.mean(sums <= observed + 1e-9, axis=1)
+    return np.minimum(1.0, 2 * np.minimum(greater, less))
+
+
+def inverted(values, alpha=0.05):
+    """(low, high, level) of the shifts the sign-flip test does not reject at the largest
+    level <= alpha it holds exactly (a multiple of 2/2^n; 2/2^n, the range, where none is):
+    every subset mean, where p changes, tried as a shift."""
     x = np.asarray(values, np.float64)
-    half = sps.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return x.mean(), x.std(ddof=1), (x.mean() - half, x.mean() + half)
+    step = 2 / 2 ** x.size
+    held = max(step, math.floor(alpha / step + 1e-9) * step)
+    shifts = sorted({float(np.mean(c)) for k in range(1, x.size + 1)
+                     for c in itertools.combinations(x, k)})
+    kept = [m for m, p in zip(shifts, sign_ps(x, shifts)) if p > held + 1e-12]
+    return kept[0], kept[-1], 1 - held
 
 
-def naive_improvement(a, b):
-    wins = 0.0
-    for x, y in itertools.product(a, b):
-        wins += 1.0 if x > y else 0.5 if x == y else 0.0
-    return wins / (len(a) * len(b))
+def clopper_pearson(k, n):
+    ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
+    return ci.low, ci.high
+
+
+def level_text(level):
+    return f'{100 * level:.3g}%'
 
 
 FIXED = ({0: 40.1, 1: 41.3, 2: 39.8, 3: 40.6}, {0: 43.0, 1: 44.9, 2: 42.1, 3: 44.4})
@@ -232,55 +255,95 @@ def random_pair(seed, n):
 
 @pytest.mark.parametrize('data', [FIXED] + [random_pair(seed, n) for seed, n in
                                             ((0, 3), (1, 5), (2, 6), (3, 9))])
-def test_row_and_paired_statistics_match_numpy_and_scipy(data):
+def test_row_and_paired_statistics_match_brute_force_and_scipy(data):
+    """Rows: mean and std (numpy), the sign-flip interval by brute-force inversion from 5 seeds
+    (min_seeds), the range under. Pairs: the differences, the test over every sign pattern, the
+    interval, wins with scipy's exact binomial interval; nothing of that under 5 paired seeds."""
     base, mixco = data
     # A seed only one side has counts in that row's mean but not in the paired statistics.
     rows = build_rows(series('mocov2', {**base, 100: 30.0})
                       + series('mixco', {**mixco, 200: 60.0}))
     row, base_row = ours(rows, method='mixco'), ours(rows, method='mocov2')
+    text = render_markdown(rows, 'now')
+    parsed = {r['method']: r for r in csv.DictReader(io.StringIO(render_csv(rows)))}
     for got, values in ((row, list(mixco.values()) + [60.0]),
                         (base_row, list(base.values()) + [30.0])):
-        mean, std, ci = t_reference(values)
+        x = np.asarray(values)
         top1 = got['metrics']['top1']
         assert top1['n'] == len(values)
-        assert top1['mean'] == pytest.approx(mean, abs=1e-12)
-        assert top1['std'] == pytest.approx(std, abs=1e-12)
-        assert top1['ci'] == pytest.approx(ci, abs=1e-10)
+        assert top1['mean'] == pytest.approx(x.mean(), abs=1e-12)
+        assert top1['std'] == pytest.approx(x.std(ddof=1), abs=1e-12)
+        assert top1['range'] == (x.min(), x.max())
+        column = cell(text, got['label'], 'top1 interval')
+        if len(values) >= 5:
+            low, high, level = inverted(values)
+            assert top1['ci'] == pytest.approx((low, high), abs=1e-8)
+            assert top1['ci_level'] == pytest.approx(level)
+            assert level >= 0.95 or len(values) == 5  # 5 seeds: the range, at 93.75%
+            shown = '' if abs(level - 0.95) < 5e-4 else f' ({level_text(level)})'
+            assert column == f'[{low:.2f}, {high:.2f}]{shown}'
+            assert float(parsed[got['method']]['ci_low']) == pytest.approx(low, abs=1e-8)
+        else:
+            assert column == f'range [{x.min():.2f}, {x.max():.2f}]'
+            assert parsed[got['method']]['ci_low'] == ''
+            assert float(parsed[got['method']]['range_high']) == x.max()
     compare = row['compare']
     assert compare['baseline'] == 'mocov2'
     assert compare['delta'] == pytest.approx(row['metrics']['top1']['mean']
                                              - base_row['metrics']['top1']['mean'], abs=1e-9)
     shared = sorted(set(base) & set(mixco))
-    a = np.array([mixco[s] for s in shared])
-    b = np.array([base[s] for s in shared])
+    d = np.array([mixco[s] - base[s] for s in shared])
     paired = compare['paired']
     assert paired['seeds'] == shared and paired['n'] == len(shared)
-    delta, std, ci = t_reference(a - b)
-    assert paired['delta'] == pytest.approx(delta, abs=1e-12)
-    assert paired['std'] == pytest.approx(std, abs=1e-12)
-    assert paired['ci'] == pytest.approx(ci, abs=1e-10)
-    assert paired['p_t'] == pytest.approx(sps.ttest_rel(a, b).pvalue, abs=1e-12)
-    assert compare['p_holm'] == pytest.approx(paired['p_t'])  # the table's only test
-    assert paired['p_improve'] == pytest.approx(naive_improvement(a, b), abs=1e-12)
-    assert paired['seeds_needed'] is None
-    text = render_markdown(rows, 'now')
-    header = md_tables(text)[0][0]
-    if len(shared) >= 6:
-        assert paired['p_wilcoxon'] == pytest.approx(sps.wilcoxon(a, b).pvalue, abs=1e-12)
-        assert 'p_W' in header
-        assert cell(text, 'mixco', 'p_W') == f"{sps.wilcoxon(a, b).pvalue:.2g}"
+    assert paired['diffs'] == pytest.approx(list(d), abs=1e-12)
+    assert paired['delta'] == pytest.approx(d.mean(), abs=1e-12)
+    assert paired['std'] == pytest.approx(d.std(ddof=1), abs=1e-12)
+    assert compare['left_out'] == ['seed 200: only mixco has it', 'seed 100: only mocov2 has it']
+    assert (compare['family'], compare['family_size']) == ('primary', 1)
+    delta_cell = cell(text, 'mixco', 'Δ top1 vs baseline, interval (higher is better)')
+    if len(shared) < 5:
+        assert paired['p'] is None and paired['ci'] is None and paired['wins'] is None
+        assert compare['p_holm'] is None and compare['verdict'] == 'too few seeds'
+        per_seed = ', '.join(f'{v:+.2f}' for v in d)
+        assert delta_cell == (f'{d.mean():+.2f} vs mocov2 ({len(shared)} paired seeds); '
+                              f'per seed {per_seed}')
+        assert cell(text, 'mixco', 'sign-flip test') == \
+            f'n={len(shared)} < 5: no test; a verdict needs 6 seeds'
+        assert cell(text, 'mixco', 'P(better), 95% CI') == ''
+        assert parsed['mixco']['p_signflip'] == parsed['mixco']['paired_ci_low'] == ''
+        return
+    p = sign_ps(d, [0.0])[0]
+    assert paired['p'] == pytest.approx(p, abs=1e-12)
+    assert paired['p_floor'] == 2 / 2 ** len(shared) <= paired['p']
+    assert compare['p_holm'] == pytest.approx(p)  # the family's only test
+    assert compare['level'] == 0.05  # Holm's level for a family of one
+    if 2 / 2 ** len(d) > 0.05:  # 5 paired seeds cannot reach 0.05: no Δ interval
+        assert paired['ci'] is None and paired['ci_level'] is None
     else:
-        assert paired['p_wilcoxon'] is None and 'p_W' not in header
-    p = sps.ttest_rel(a, b).pvalue
-    assert cell(text, 'mixco', 'paired t-test') == f'p {p:.2g}, Holm {p:.2g}'
-    assert cell(text, 'mixco', 'Δ top1 vs baseline, 95% CI (higher is better)') == (
-        f'{delta:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] vs mocov2 ({len(shared)} paired seeds)')
-    assert cell(text, 'mixco', 'top1 95% CI') == (
-        f"[{row['metrics']['top1']['ci'][0]:.2f}, {row['metrics']['top1']['ci'][1]:.2f}]")
-    parsed = {r['method']: r for r in csv.DictReader(io.StringIO(render_csv(rows)))}
-    assert float(parsed['mixco']['p_t']) == pytest.approx(p)
-    assert float(parsed['mixco']['paired_ci_low']) == pytest.approx(ci[0])
-    assert float(parsed['mixco']['ci_low']) == pytest.approx(row['metrics']['top1']['ci'][0])
+        low, high, level = inverted(d, 0.05)
+        assert paired['ci'] == pytest.approx((low, high), abs=1e-8)
+        assert paired['ci_level'] == pytest.approx(level)
+    won, tied = int(np.sum(d > 0)), int(np.sum(d == 0))
+    assert (paired['wins']['wins'], paired['wins']['ties']) == (won, tied)
+    assert paired['wins']['share'] == pytest.approx((won + tied / 2) / len(d))
+    assert paired['wins']['ci'] == pytest.approx(
+        (clopper_pearson(won, len(d))[0], clopper_pearson(won + tied, len(d))[1]), abs=1e-9)
+    assert compare['verdict'] == ('better' if p <= 0.05 and d.mean() > 0 else
+                                  'worse' if p <= 0.05 else 'undecided')
+    assert cell(text, 'mixco', 'sign-flip test') == f'p {p:.2g}, Holm {p:.2g}'
+    if paired['ci'] is None:
+        per_seed = ', '.join(f'{v:+.2f}' for v in d)
+        assert delta_cell.startswith(f'{d.mean():+.2f} vs mocov2 ({len(shared)} paired seeds); '
+                                     f'per seed {per_seed}')
+        assert parsed['mixco']['paired_ci_low'] == ''
+    else:
+        assert delta_cell == (f'{d.mean():+.2f} [{low:+.2f}, {high:+.2f}] '
+                              f'({level_text(level)}) vs mocov2 ({len(shared)} paired seeds)')
+        assert float(parsed['mixco']['paired_ci_low']) == pytest.approx(low, abs=1e-8)
+    assert cell(text, 'mixco', 'verdict (family, size)') == f"{compare['verdict']} (primary, 1)"
+    assert float(parsed['mixco']['p_signflip']) == pytest.approx(p)
+    assert float(parsed['mixco']['p_improve_low']) == pytest.approx(
+        clopper_pearson(won, len(d))[0], abs=1e-9)
 
 
 def naive_holm(pvalues):
@@ -291,65 +354,100 @@ def naive_holm(pvalues):
             for p in pvalues]
 
 
-def test_holm_adjusts_the_p_values_of_each_table_apart():
+def test_holm_adjusts_the_p_values_of_each_family_apart():
+    """Primary: each method as run against its baseline by the headline protocols on the
+    pretraining data; exploratory: the rest of the section (transfer data, cluster indices,
+    variants); another section is judged on its own."""
     rng = np.random.default_rng(11)
 
     def pair(method, shift, **kw):
-        return (series('mocov2', {s: float(v) for s, v in enumerate(rng.normal(40, 1, 4))}, **kw)
+        return (series('mocov2', {s: float(v) for s, v in enumerate(rng.normal(40, 1, 8))}, **kw)
                 + series(method, {s: float(v) for s, v in
-                                  enumerate(rng.normal(40 + shift, 1, 4))}, **kw))
+                                  enumerate(rng.normal(40 + shift, 1, 8))}, **kw))
+    base = {s: 40.0 + 0.1 * s for s in range(8)}
     records = (pair('mixco', 1.5) + pair('mixco', 0.5, eval_data='cifar10')
                + pair('mixco', 2.0, protocol='knn')
-               + series('imix', {s: 41.0 + s * 0.7 + (s % 2) for s in range(4)})
+               + series('imix', {s: 41.0 + s * 0.7 + (s % 2) for s in range(8)})
                + pair('mixco', -0.3, protocol='cluster')             # the cluster table
+               + series('mixco', {s: v + 1 for s, v in base.items()}, overrides=TAU)
                + pair('mixco', 1.0, epochs=200))                     # another section
     rows = build_rows(records)
-    compared = [r for r in rows if r['compare'] and r['compare']['paired']]
-    accuracy = [r for r in compared if r['pretrain_epochs'] == 100 and r['protocol'] != 'cluster']
-    assert len(accuracy) == 4
-    p = [r['compare']['paired']['p_t'] for r in accuracy]
-    assert [r['compare']['p_holm'] for r in accuracy] == pytest.approx(naive_holm(p), abs=1e-15)
-    assert naive_holm(p) != pytest.approx(p)  # the adjustment did something
-    for alone in (ours(rows, method='mixco', protocol='cluster'),
-                  ours(rows, method='mixco', pretrain_epochs=200)):
-        assert alone['compare']['p_holm'] == pytest.approx(alone['compare']['paired']['p_t'])
+    section = [r for r in rows if r['source'] == SUITE and r['compare']
+               and r['compare']['paired'] and r['pretrain_epochs'] == 100]
+    families = {name: [r for r in section if r['compare']['family'] == name]
+                for name in ('primary', 'exploratory')}
+    assert sorted((r['method'], r['protocol']) for r in families['primary']) == [
+        ('imix', 'linear_paper'), ('mixco', 'knn'), ('mixco', 'linear_paper')]
+    assert sorted((r['label'], r['eval_data'], r['protocol'])
+                  for r in families['exploratory']) == [
+        ('mixco', 'cifar10', 'linear_paper'), ('mixco', 'tiny-imagenet', 'cluster'),
+        ('mixco [model.mix_temperature=0.1]', 'tiny-imagenet', 'linear_paper')]
+    for members in families.values():
+        p = [r['compare']['paired']['p'] for r in members]
+        assert p == pytest.approx([sign_ps(r['compare']['paired']['diffs'], [0.0])[0]
+                                   for r in members], abs=1e-12)
+        assert [r['compare']['p_holm'] for r in members] == pytest.approx(naive_holm(p),
+                                                                          abs=1e-15)
+        assert naive_holm(p) != pytest.approx(p)  # the adjustment did something
+        assert {r['compare']['family_size'] for r in members} == {3}
+    alone = ours(rows, method='mixco', pretrain_epochs=200)
+    assert alone['compare']['p_holm'] == pytest.approx(alone['compare']['paired']['p'])
+    assert (alone['compare']['family'], alone['compare']['family_size']) == ('primary', 1)
     text = render_markdown(rows, 'now')
     imix = ours(rows, method='imix')
-    assert cell(text, 'imix', 'paired t-test') == (
-        f"p {imix['compare']['paired']['p_t']:.2g}, Holm {imix['compare']['p_holm']:.2g}")
+    assert cell(text, 'imix', 'sign-flip test') == (
+        f"p {imix['compare']['paired']['p']:.2g}, Holm {imix['compare']['p_holm']:.2g}")
+    assert cell(text, 'imix', 'verdict (family, size)') == \
+        f"{imix['compare']['verdict']} (primary, 3)"
 
 
-def brute_force_seeds(delta, sd):
-    for n in range(2, 1001):
-        crit = sps.t.ppf(0.975, n - 1)
-        nc = delta / (sd / math.sqrt(n))
-        if sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc) >= 0.8:
-            return n
-    return None
+def fewest_seeds(alpha):
+    """The fewest seeds whose two-sided sign-flip test can reach alpha: 2/2^n <= alpha."""
+    return next(n for n in range(1, 64) if 2 / 2 ** n <= alpha)
 
 
-@pytest.mark.parametrize('mixco', [{0: 42.0, 1: 44.5}, {0: 43.1, 1: 41.2}, {0: 41.0, 1: 40.0}])
-def test_fewer_than_three_paired_seeds_give_no_test_but_the_seeds_needed(mixco):
-    base = {0: 40.0, 1: 41.0}
+@pytest.mark.parametrize('mixco', [{0: 42.0, 1: 44.5}, {0: 43.1, 1: 41.2}, {0: 41.0, 1: 40.0},
+                                   {0: 42.0, 1: 43.0, 2: 41.0, 3: 42.5}])
+def test_fewer_than_min_seeds_give_no_test_but_the_seeds_a_verdict_needs(mixco):
+    base = {0: 40.0, 1: 41.0, 2: 39.0, 3: 40.5}
     rows = build_rows(series('mocov2', base) + series('mixco', mixco))
-    paired = ours(rows, method='mixco')['compare']['paired']
-    diffs = np.array([mixco[s] - base[s] for s in (0, 1)])
-    assert paired['n'] == 2 and paired['p_t'] is None and paired['p_wilcoxon'] is None
-    assert ours(rows, method='mixco')['compare']['p_holm'] is None
-    needed = brute_force_seeds(diffs.mean(), diffs.std(ddof=1)) if diffs.mean() else None
-    assert paired['seeds_needed'] == needed
-    text = cell(render_markdown(rows, 'now'), 'mixco', 'paired t-test')
-    assert text.startswith('n=2 < 3: no test; seeds needed ')
-    if needed:
-        assert text == f'n=2 < 3: no test; seeds needed ~{needed} for 80% power'
-    else:  # Δ = 0: nothing to detect, not "over 1000"
-        assert text == 'n=2 < 3: no test; seeds needed no Δ to plan from'
+    compare = ours(rows, method='mixco')['compare']
+    paired = compare['paired']
+    n = len(mixco)
+    assert paired['n'] == n and not paired['enough'] and paired['min_seeds'] == 5
+    assert paired['diffs'] == pytest.approx([mixco[s] - base[s] for s in sorted(mixco)])
+    assert paired['p'] is None and paired['ci'] is None and paired['wins'] is None
+    assert compare['p_holm'] is None and compare['verdict'] == 'too few seeds'
+    need = max(5, fewest_seeds(0.05))
+    assert compare['plan']['seeds_for_verdict'] == need == 6
+    assert cell(render_markdown(rows, 'now'), 'mixco', 'sign-flip test') == \
+        f'n={n} < 5: no test; a verdict needs {need} seeds'
+    # two such comparisons in one family: each needs the seeds to reach 0.05 / 2
+    rows = build_rows(series('mocov2', base) + series('mixco', mixco) + series('imix', mixco))
+    assert ours(rows, method='imix')['compare']['plan']['seeds_for_verdict'] == \
+        fewest_seeds(0.025) == 7
 
 
 def test_one_paired_seed_says_why_there_is_no_test():
     rows = build_rows(series('mocov2', {0: 40.0}) + series('mixco', {0: 42.0}))
-    assert cell(render_markdown(rows, 'now'), 'mixco', 'paired t-test') == \
-        'n=1 < 3: no test; seeds needed no spread to plan from'
+    text = render_markdown(rows, 'now')
+    assert cell(text, 'mixco', 'sign-flip test') == 'n=1 < 5: no test; a verdict needs 6 seeds'
+    assert cell(text, 'mixco', 'Δ top1 vs baseline, interval (higher is better)') == \
+        '+2.00 vs mocov2 (1 paired seed); per seed +2.00'
+    assert cell(text, 'mixco', 'top1 interval') == ''  # one value: no range to show
+
+
+def test_a_suites_min_seeds_decides_when_intervals_and_tests_appear():
+    base = {s: 40.0 + 0.3 * s for s in range(3)}
+    records = series('mocov2', base) + series('mixco', {s: v + 1.0 for s, v in base.items()})
+    rows = build_rows(records, policy=StatsPolicy(min_seeds=3))
+    compare = ours(rows, method='mixco')['compare']
+    assert compare['paired']['p'] == sign_ps([1.0, 1.0, 1.0], [0.0])[0] == 0.25
+    assert compare['verdict'] == 'undecided'  # 3 seeds cannot reach 0.05
+    low, high, level = inverted(list(base.values()))
+    assert cell(render_markdown(rows, 'now'), 'mocov2', 'top1 interval') == \
+        f'[{low:.2f}, {high:.2f}] ({level_text(level)})'
+    assert level == 0.75
 
 
 # The baseline

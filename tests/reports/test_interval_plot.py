@@ -1,6 +1,7 @@
 """Interval plots: a PNG with content for rows with intervals, nothing for the paper's rows
 alone, one file per section named after it."""
 import numpy as np
+import pytest
 from matplotlib import image
 
 from benchmark.layout import PAPER_RESULTS
@@ -8,6 +9,8 @@ from benchmark.reports.interval_plot import panels_of, plot_intervals, section_f
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
+
+pytestmark = pytest.mark.usefixtures('quick_provenance')
 
 TITLE = 'ResNet-18 · 100 pretraining epochs · tiny-imagenet'
 

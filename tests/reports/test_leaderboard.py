@@ -12,6 +12,8 @@ from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record, write_record
 
+pytestmark = pytest.mark.usefixtures('quick_provenance')
+
 ROOT = REPO_ROOT
 PAPER_CSV = ROOT / 'results' / 'paper_results.csv'
 
@@ -62,11 +64,15 @@ def test_mixco_shows_delta_vs_its_baseline():
                record('mixco', 0, {'top1': 50.0}, eval_data='cifar10')]  # no baseline there
     text = render_markdown(build_rows(records), 'today')
     header, *body = md_rows(text)
-    col = header.index('Δ top1 vs baseline, 95% CI (higher is better)')
+    col = header.index('Δ top1 vs baseline, interval (higher is better)')
     by_label = {(r[0], r[2]): r for r in body}
-    assert by_label['tiny-imagenet', 'mixco'][col].startswith(f'{44.75 - 40.5:+.2f} [')
-    assert by_label['tiny-imagenet', 'mixco'][col].endswith('vs mocov2 (2 paired seeds)')
-    assert by_label['tiny-imagenet', 'mixco_simclr'][col] == '+1.00 vs simclr (1 paired seed)'
+    # 2 paired seeds, under min_seeds: the differences seed by seed, no interval
+    assert by_label['tiny-imagenet', 'mixco'][col] == \
+        f'{44.75 - 40.5:+.2f} vs mocov2 (2 paired seeds); per seed +4.00, +4.50'
+    assert by_label['tiny-imagenet', 'mixco_simclr'][col] == \
+        '+1.00 vs simclr (1 paired seed); per seed +1.00'
+    assert by_label['tiny-imagenet', 'mixco'][header.index('top1 interval')] == \
+        'range [44.00, 45.50]'
     assert by_label['tiny-imagenet', 'mocov2'][col] == ''
     assert by_label['cifar10', 'mixco'][col] == ''
     # MixCo sits right after its baseline.
@@ -84,8 +90,9 @@ def test_cluster_delta_is_davies_bouldin_lower_better():
     rows = build_rows([record('mocov2', 0, metrics(2.0), protocol='cluster'),
                        record('mixco', 0, metrics(1.5), protocol='cluster')])
     header, _, mixco = md_rows(render_markdown(rows, 'today'))
-    assert mixco[header.index('Δ davies_bouldin vs baseline, 95% CI (lower is better)')] == \
-        '-0.500 vs mocov2 (1 paired seed)'
+    assert mixco[header.index('Δ davies_bouldin vs baseline, interval (lower is better)')] == \
+        '-0.500 vs mocov2 (1 paired seed); per seed -0.500'
+    assert mixco[header.index('verdict (family, size)')] == 'too few seeds (exploratory, 1)'
     assert mixco[header.index('kmeans_ari')] == '0.250 (n=1)'
 
 
@@ -185,3 +192,69 @@ def test_tool_reports_a_missing_paper_csv_in_one_line(tmp_path, subprocess_env):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith('error: ')
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# Protocol settings are part of a row's identity
+
+KNN = dict(temperature=0.1, split='train->test')
+
+
+def evaluated(method, seed, metrics, protocol, settings, created):
+    """A record of one protocol evaluated with `settings`, written at `created` (a day)."""
+    rec = record(method, seed, metrics, protocols={protocol: {'settings': settings,
+                                                              'metrics': metrics}})
+    return dict(rec, created=f'2026-01-{created:02d}T00:00:00+00:00')
+
+
+def test_a_seed_evaluated_with_two_knn_k_gives_two_rows_labelled_apart():
+    records = [evaluated('mocov2', 0, {'top1': 40.0}, 'knn', dict(KNN, k=200), 1),
+               evaluated('mocov2', 0, {'top1': 35.0}, 'knn', dict(KNN, k=20), 2),
+               evaluated('mocov2', 1, {'top1': 36.0}, 'knn', dict(KNN, k=20), 3),
+               evaluated('mocov2', 1, {'top1': 37.0}, 'knn', dict(KNN, k=20), 4)]
+    rows = build_rows(records)
+    assert len(rows) == 2
+    wide = find(rows, protocol_settings='k=200, split=train->test, temperature=0.1')
+    narrow = find(rows, protocol_settings='k=20, split=train->test, temperature=0.1')
+    assert (wide['seeds'], wide['metrics']['top1']['mean'], wide['superseded']) == ([0], 40.0, [])
+    assert (narrow['seeds'], narrow['metrics']['top1']['mean']) == ([0, 1], 36.0)
+    assert narrow['superseded'] == [f"seed 1 recorded again ({records[2]['id']}, superseded by "
+                                    f"{records[3]['id']})"]
+    assert (wide['label'], narrow['label']) == ('mocov2 · k=200', 'mocov2 · k=20')
+    labels = [r[2] for r in md_rows(render_markdown(rows, 'today'))[1:]]
+    assert sorted(labels) == ['mocov2 · k=20', 'mocov2 · k=200']
+    # One setting only: the label stays the method's.
+    assert [r['label'] for r in build_rows(records[1:])] == ['mocov2']
+
+
+def test_incidental_settings_such_as_the_tsne_figure_do_not_split_rows():
+    metrics = dict(davies_bouldin=2.0, calinski_harabasz=10.0, kmeans_nmi=0.5, kmeans_ari=0.25)
+    tsne = dict(classes=10, per_class=1000, split='train', embedding='tsne-2d')
+    records = [evaluated('mocov2', seed, metrics, 'cluster_tsne',
+                         dict(tsne, seed=seed, figure=f'results/runs/r{seed}/tsne.png'), seed + 1)
+               for seed in (0, 1)]
+    records.append(evaluated('mocov2', 0, metrics, 'cluster_tsne',
+                             dict(tsne, seed=0, figure='/elsewhere/tsne.png', device='cuda:1',
+                                  work_dir='scratch/x', num_workers=8), 3))
+    rows = build_rows(records)
+    assert len(rows) == 1 and rows[0]['seeds'] == [0, 1] and rows[0]['label'] == 'mocov2'
+    assert rows[0]['protocol_settings'] == \
+        'classes=10, embedding=tsne-2d, per_class=1000, split=train'
+    assert len(rows[0]['superseded']) == 1  # seed 0 again, the newest record counts
+    other = evaluated('mocov2', 0, metrics, 'cluster_tsne', dict(tsne, per_class=100), 4)
+    assert len(build_rows(records + [other])) == 2  # a defining setting still splits
+
+
+def test_records_without_protocol_settings_group_as_before():
+    records = [evaluated('mocov2', 0, {'top1': 40.0}, 'knn', {}, 1),
+               evaluated('mocov2', 0, {'top1': 42.0}, 'knn', {}, 2),
+               evaluated('mocov2', 1, {'top1': 44.0}, 'knn', {}, 3)]
+    (row,) = build_rows(records)
+    assert (row['seeds'], row['metrics']['top1']['mean'], row['protocol_settings']) == \
+        ([0, 1], 43.0, '')
+    assert row['label'] == 'mocov2' and len(row['superseded']) == 1
+    # Beside recorded settings, they are their own row and say so.
+    knn = evaluated('mocov2', 0, {'top1': 1.0}, 'knn', dict(KNN, k=200), 4)
+    rows = build_rows(records + [knn])
+    assert sorted(r['label'] for r in rows) == [
+        'mocov2 · k=200, split=train->test, temperature=0.1', 'mocov2 · settings not recorded']
+    assert find(rows, protocol_settings='')['seeds'] == [0, 1]

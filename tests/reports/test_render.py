@@ -25,7 +25,7 @@ def test_two_records_give_one_row_in_both_files(tmp_path, capsys):
     paths = render_leaderboard(results, None)
     assert paths == [results / 'leaderboard.md', results / 'leaderboard.csv',
                      results / 'intervals.png']
-    assert '![95% intervals: ResNet-18 · 100 pretraining epochs · tiny-imagenet](intervals.png)' \
+    assert '![intervals: ResNet-18 · 100 pretraining epochs · tiny-imagenet](intervals.png)' \
         in paths[0].read_text()
     out = capsys.readouterr()
     assert out.out.strip() == '2 record(s), 1 row(s)'

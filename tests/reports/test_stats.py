@@ -1,153 +1,150 @@
-"""Every statistic of benchmark.reports.stats against scipy or a naive loop, on fixed and random
-data."""
+"""The statistics over seeds against brute force (every sign pattern, every shift), scipy and
+closed forms: sign-flip p-values and intervals, Clopper-Pearson, Holm and its levels, power."""
 import itertools
 import math
-import statistics
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from benchmark.reports.stats import (METHODS_LEGEND, bootstrap_improvement, holm, mean_interval,
-                                     paired_comparison, paired_power, probability_of_improvement,
-                                     seeds_for_power, t_interval)
+from benchmark.reports import stats
+
+STEP = 100 / 360  # one digits test image, in top-1 points
 
 
-def test_t_interval_matches_scipy_and_a_hand_computation():
-    values = [93.06, 92.50, 93.62]
-    low, high = t_interval(values)
-    ref = sps.t.interval(0.95, 2, loc=np.mean(values), scale=sps.sem(values))
-    assert (low, high) == pytest.approx(ref, abs=1e-12)
-    half = 4.3026527297 * statistics.stdev(values) / math.sqrt(3)  # t(0.975, 2), from a table
-    assert high - statistics.fmean(values) == pytest.approx(half, rel=1e-9)
-    assert t_interval([1.0]) is None
-    out = mean_interval([1.0])
-    assert out == dict(mean=1.0, std=None, n=1, ci=None)
-
-
-@pytest.mark.parametrize('seed', range(5))
-def test_mean_interval_on_random_data(seed):
-    x = np.random.default_rng(seed).normal(50, 3, size=2 + seed)
-    out = mean_interval(x)
-    assert out['mean'] == pytest.approx(statistics.fmean(x)) and out['n'] == x.size
-    assert out['std'] == pytest.approx(statistics.stdev(x))
-    assert out['ci'] == pytest.approx(sps.t.interval(0.95, x.size - 1, loc=x.mean(),
-                                                     scale=sps.sem(x)))
-
-
-def naive_improvement(a, b):
-    total = 0.0
-    for x, y in itertools.product(a, b):
-        total += 1.0 if x > y else 0.5 if x == y else 0.0
-    return total / (len(a) * len(b))
+def brute_p(d, shift=0.0):
+    """Two-sided sign-flip p over every sign pattern (twice the smaller tail)."""
+    d = np.round(np.asarray(d, float) - shift, 10)
+    total = np.sum(d)
+    flips = [np.dot(s, d) for s in itertools.product((1, -1), repeat=len(d))]
+    greater = np.mean([f >= total - 1e-9 for f in flips])
+    less = np.mean([f <= total + 1e-9 for f in flips])
+    return min(1.0, 2 * min(greater, less))
 
 
 @pytest.mark.parametrize('seed', range(6))
-def test_probability_of_improvement_is_mann_whitney_u_over_nm(seed):
+def test_signflip_p_is_the_brute_force_enumeration(seed):
     rng = np.random.default_rng(seed)
-    a = rng.integers(0, 6, size=3 + seed).astype(float)  # small integers: ties happen
-    b = rng.integers(0, 6, size=3 + seed).astype(float)
-    p = probability_of_improvement(a, b)
-    assert p == pytest.approx(naive_improvement(a, b), abs=1e-12)
-    u = sps.mannwhitneyu(a, b, alternative='two-sided').statistic
-    assert p == pytest.approx(u / (a.size * b.size), abs=1e-12)
-    assert probability_of_improvement(a, b, higher_is_better=False) == pytest.approx(
-        naive_improvement(-a, -b), abs=1e-12)
+    n = 3 + seed
+    d = np.round(rng.normal(0.5, 1.0, n) / STEP) * STEP
+    assert stats.signflip_p(d)['two_sided'] == pytest.approx(brute_p(d), abs=1e-12)
+    assert stats.signflip_p(d, 0.3)['two_sided'] == pytest.approx(brute_p(d, 0.3), abs=1e-12)
 
 
-def test_bootstrap_interval_matches_a_naive_resampling_loop():
-    a, b = [1.0, 3.0, 2.0, 5.0], [2.0, 1.0, 2.0, 4.0]
-    low, high = bootstrap_improvement(a, b, samples=300, seed=7)
-    rng = np.random.default_rng(7)
-    picks = rng.integers(0, 4, size=(300, 4))
-    values = [naive_improvement([a[i] for i in row], [b[i] for i in row]) for row in picks]
-    assert (low, high) == pytest.approx(tuple(np.percentile(values, [2.5, 97.5])), abs=1e-12)
-    assert low <= probability_of_improvement(a, b) <= high
-
-
-@pytest.mark.parametrize('n', [3, 4, 6, 9])
-def test_paired_comparison_matches_scipy(n):
-    rng = np.random.default_rng(n)
-    mine = {s: float(v) for s, v in enumerate(rng.normal(90, 1.5, n))}
-    theirs = {s: float(v) for s, v in enumerate(rng.normal(89, 1.5, n))}
-    theirs[100] = 50.0  # a seed only one side has is left out
-    out = paired_comparison(mine, theirs)
-    a, b = np.array(list(mine.values())), np.array([theirs[s] for s in mine])
-    assert out['n'] == n and out['seeds'] == list(range(n))
-    assert out['delta'] == pytest.approx(statistics.fmean(a - b), abs=1e-12)
-    assert out['std'] == pytest.approx(statistics.stdev(a - b), abs=1e-12)
-    assert out['ci'] == pytest.approx(sps.t.interval(0.95, n - 1, loc=(a - b).mean(),
-                                                     scale=sps.sem(a - b)), abs=1e-12)
-    assert out['p_t'] == pytest.approx(sps.ttest_rel(a, b).pvalue, abs=1e-12)
-    assert out['p_t'] == pytest.approx(sps.ttest_1samp(a - b, 0).pvalue, abs=1e-12)
-    if n >= 6:
-        assert out['p_wilcoxon'] == pytest.approx(sps.wilcoxon(a, b).pvalue, abs=1e-12)
-    else:
-        assert out['p_wilcoxon'] is None
-    assert out['seeds_needed'] is None
-    assert out['p_improve'] == pytest.approx(naive_improvement(a, b))
-
-
-def test_fewer_than_three_seeds_give_the_seeds_needed_instead_of_a_p_value():
-    out = paired_comparison({0: 87.78, 1: 88.0}, {0: 92.92, 1: 93.5})
-    assert out['p_t'] is None and out['p_wilcoxon'] is None and out['n'] == 2
-    diffs = [87.78 - 92.92, 88.0 - 93.5]
-    assert out['seeds_needed'] == seeds_for_power(statistics.fmean(diffs), statistics.stdev(diffs))
-    needed = out['seeds_needed']  # the smallest n whose power reaches 80%, by a plain loop
-    assert needed == next(n for n in range(2, 100) if paired_power(
-        statistics.fmean(diffs), statistics.stdev(diffs), n) >= 0.8)
-    one = paired_comparison({0: 1.0}, {0: 2.0})
-    assert one['std'] is None and one['ci'] is None and one['seeds_needed'] is None
-    assert paired_comparison({0: 1.0}, {1: 2.0}) is None
-
-
-def test_paired_power_matches_a_monte_carlo_simulation():
-    rng = np.random.default_rng(0)
-    delta, sd, n, trials = 0.8, 1.0, 8, 20000
-    diffs = rng.normal(delta, sd, size=(trials, n))
-    t = diffs.mean(axis=1) / (diffs.std(axis=1, ddof=1) / math.sqrt(n))
-    simulated = np.mean(np.abs(t) > sps.t.ppf(0.975, n - 1))
-    assert paired_power(delta, sd, n) == pytest.approx(simulated, abs=0.01)
-
-
-def test_seeds_for_power_agrees_with_the_textbook_value_and_is_the_smallest():
-    # Effect size 1 (delta = sd): a two-sided paired t-test at alpha .05 needs 10 pairs for
-    # 80% power (power 0.803 at 10, 0.750 at 9).
-    assert seeds_for_power(1.0, 1.0) == 10
-    assert paired_power(1.0, 1.0, 9) < 0.8 <= paired_power(1.0, 1.0, 10)
-    assert seeds_for_power(-5.14, 1.77) == seeds_for_power(5.14, 1.77)
-    n = seeds_for_power(0.5, 1.0)
-    assert paired_power(0.5, 1.0, n - 1) < 0.8 <= paired_power(0.5, 1.0, n)
-    assert seeds_for_power(0.0, 1.0) is None and seeds_for_power(1.0, None) is None
-    assert seeds_for_power(1e-6, 1.0) is None  # more than the cap
-
-
-def naive_holm(p):
-    order = sorted(range(len(p)), key=lambda i: p[i])
-    m, adjusted, running = len(p), [0.0] * len(p), 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * p[i]))
-        adjusted[i] = running
-    return adjusted
+@pytest.mark.parametrize('n', [3, 5, 8])
+def test_equal_differences_never_go_below_what_the_seeds_allow(n):
+    """Bit-equal or round-off-equal differences: p = 2/2^n, not 1e-28 or 0."""
+    assert stats.signflip_p([STEP] * n)['two_sided'] == 2 / 2 ** n == stats.smallest_p(n)
+    near = [93.0555555555 - 92.7777777777 + 1e-13 * i for i in range(n)]
+    assert stats.signflip_p(near)['two_sided'] == 2 / 2 ** n
+    assert stats.signflip_p([0.0] * n)['two_sided'] == 1.0
 
 
 @pytest.mark.parametrize('seed', range(5))
-def test_holm_matches_a_naive_step_down_and_skips_missing(seed):
-    p = list(np.random.default_rng(seed).uniform(0, 0.2, size=4 + seed))
-    assert holm(p) == pytest.approx(naive_holm(p), abs=1e-15)
-    with_none = p[:2] + [None] + p[2:]
-    out = holm(with_none)
-    assert out[2] is None and [v for v in out if v is not None] == pytest.approx(naive_holm(p))
-    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+def test_signflip_interval_is_the_inverted_test(seed):
+    """Every shift inside the interval is not rejected at alpha, every shift outside is."""
+    rng = np.random.default_rng(10 + seed)
+    n = 6 + seed % 3
+    d = np.round(rng.normal(1.0, 2.0, n) / STEP) * STEP
+    low, high, level = stats.signflip_interval(d, 0.05)
+    assert level >= 0.95 and low <= d.mean() <= high
+    for shift in np.linspace(d.min() - 1, d.max() + 1, 301):
+        inside = low - 1e-9 <= shift <= high + 1e-9
+        if abs(shift - low) > 1e-6 and abs(shift - high) > 1e-6:
+            assert (brute_p(d, shift) > 0.05) == inside, shift
 
 
-def test_legend_names_every_method():
-    for word in ('Student-t', 'paired t-test', 'Wilcoxon signed-rank', 'bootstrap', 'Holm',
-                 '80% power'):
-        assert word in METHODS_LEGEND
+def test_intervals_stay_inside_the_metric_and_give_their_level():
+    near_top = [99.72, 100.0, 100.0, 99.44, 100.0]
+    low, high, level = stats.signflip_interval(near_top)
+    assert 99.44 <= low <= high <= 100.0
+    assert level == pytest.approx(1 - 2 / 32)  # at 5 seeds: the range, 93.75%
+    assert stats.signflip_interval([1, 2, 3, 4, 5, 6])[2] == pytest.approx(1 - 2 / 64)
+    two = stats.mean_interval([79.73, 104.44 - 12])
+    assert two['range'] == (79.73, 92.44) and two['ci'][1] <= 92.44
+    assert stats.signflip_interval([3.0]) is None
 
 
-def test_a_zero_paired_spread_plans_nothing():
-    """Two seeds that differ by exactly the same amount (a coarse metric) give no estimate of
-    the seeds needed, not a claim that 2 suffice."""
-    assert seeds_for_power(2.22, 0.0) is None
+def test_clopper_pearson_is_scipys_exact_interval():
+    for n in (3, 5, 10):
+        for k in range(n + 1):
+            ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
+            assert stats.clopper_pearson(k, n) == pytest.approx((ci.low, ci.high), abs=1e-9)
+
+
+def test_wins_count_ties_half_and_the_interval_brackets_them():
+    share = stats.wins([1.0, 1.0, 0.0, -1.0, 1.0])
+    assert (share['wins'], share['ties'], share['losses']) == (3, 1, 1)
+    assert share['share'] == pytest.approx(3.5 / 5)
+    assert share['ci'] == pytest.approx((stats.clopper_pearson(3, 5)[0],
+                                         stats.clopper_pearson(4, 5)[1]))
+    every = stats.wins([1.0] * 5)
+    assert every['share'] == 1.0 and every['ci'][0] < 1.0 == every['ci'][1]
+
+
+@pytest.mark.parametrize('seed', range(5))
+def test_holm_matches_a_naive_step_down_and_its_levels_agree_with_it(seed):
+    rng = np.random.default_rng(seed)
+    p = list(rng.uniform(0, 0.08, 6)) + [None]
+    adjusted = stats.holm(p)
+    order = sorted(range(6), key=lambda i: p[i])
+    naive, running = {}, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (6 - rank) * p[i]))
+        naive[i] = running
+    assert adjusted[:6] == pytest.approx([naive[i] for i in range(6)]) and adjusted[6] is None
+    levels = stats.holm_levels(p, 0.05)
+    for i in range(6):
+        assert (p[i] <= levels[i]) == (adjusted[i] <= 0.05)
+        assert levels[i] <= 0.05
+
+
+def test_seeds_for_a_level():
+    assert stats.seeds_for_level(0.05) == 6 and stats.seeds_for_level(0.025) == 7
+    assert stats.seeds_for_level(0.05, sides=1) == 5
+
+
+def test_power_at_six_seeds_is_all_six_differences_of_one_sign():
+    """At 6 seeds and alpha 0.05 the test rejects only when every difference is positive:
+    the power is Phi(effect)^6 exactly; the simulation is within its Monte Carlo error."""
+    for effect in (0.5, 1.0, 2.0):
+        exact = sps.norm.cdf(effect) ** 6
+        se = math.sqrt(exact * (1 - exact) / stats.POWER_DRAWS)
+        assert abs(stats.signflip_power(6, effect) - exact) < 4 * se + 1e-9
+    assert stats.signflip_power(5, 10.0) == 0.0  # 5 seeds cannot reach 0.05
+
+
+def test_power_against_the_real_test_on_fresh_draws_and_the_t_test_above():
+    rng = np.random.default_rng(99)
+    draws = rng.standard_normal((600, 9)) + 0.9
+    found = np.mean([stats.signflip_p(d)['greater'] <= 0.025 for d in draws])
+    assert abs(stats.signflip_power(9, 0.9) - found) < 0.06
+    assert abs(stats.signflip_power(12, 0.8) - stats.signflip_power(13, 0.8)) < 0.06
+    assert stats.signflip_power(40, 60.0) == 1.0  # no NaN in the noncentral-t tail
+
+
+def test_mde_and_seeds_for_an_effect_are_the_inverse_of_the_power():
+    mde = stats.minimal_detectable_effect(10, 2.0)
+    assert stats.signflip_power(10, mde / 2.0) >= 0.8 > stats.signflip_power(10, mde / 2.0 * 0.98)
+    n = stats.seeds_for_effect(1.0, 1.0)
+    assert stats.signflip_power(n, 1.0) >= 0.8 > stats.signflip_power(n - 1, 1.0)
+    assert stats.minimal_detectable_effect(5, 1.0) == math.inf
+    assert stats.minimal_detectable_effect(8, 0.0) is None and stats.seeds_for_effect(1, None) is None
+    assert stats.seeds_for_effect(0.001, 1.0) is None  # more than MAX_PLAN_SEEDS
+
+
+def test_pooled_sd():
+    sd, df = stats.pooled_sd([(1.0, 3), (2.0, 5), (None, 4), (3.0, 1)])
+    assert df == 6 and sd == pytest.approx(math.sqrt((2 * 1 + 4 * 4) / 6))
+
+
+def test_paired_comparison_withholds_everything_under_min_seeds():
+    few = stats.paired_comparison({0: 90.0, 1: 91.0}, {0: 89.0, 1: 89.5, 2: 88.0})
+    assert few['n'] == 2 and few['diffs'] == [1.0, 1.5] and few['range'] == (1.0, 1.5)
+    assert few['p'] is None and few['ci'] is None and few['wins'] is None and not few['enough']
+    mine = {s: 90.0 + s for s in range(6)}
+    theirs = {s: 89.0 + s for s in range(6)}
+    full = stats.paired_comparison(mine, theirs)
+    assert full['p'] == full['p_floor'] == 2 / 64 and full['ci'] == (1.0, 1.0)
+    lower = stats.paired_comparison(mine, theirs, higher_is_better=False)
+    assert lower['wins']['wins'] == 0

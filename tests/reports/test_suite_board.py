@@ -1,6 +1,7 @@
 """A suite's leaderboard: variants as their own labelled rows, Δ and the paired Δ over seeds
-against a hand computation, online protocols labelled apart, the paper's rows beside ours
-only, monitor curves merged over a resume and summarised over seeds."""
+against a hand computation (under min_seeds: the differences and the seeds a verdict needs,
+by family), online protocols labelled apart, the paper's rows beside ours only, monitor curves
+merged over a resume and summarised over seeds."""
 import csv
 import io
 import json
@@ -8,7 +9,6 @@ import statistics
 
 import pytest
 
-from benchmark.reports import stats
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record
@@ -16,6 +16,8 @@ from benchmark.reports.render import read_paper
 from benchmark.layout import PAPER_RESULTS
 from benchmark.reports.suite_board import (hardware, mean_and_spread, monitor_series,
                                            paper_beside_ours, plot_monitor_curves, suite_markdown)
+
+pytestmark = pytest.mark.usefixtures('quick_provenance')
 
 
 def rec(method, seed, top1, variant='', protocol='linear_paper', data='tiny-imagenet', status='ok',
@@ -66,11 +68,20 @@ def test_paired_delta_matches_a_hand_computation(legacy):
     assert tau['compare']['paired']['delta'] == pytest.approx(((42 - 40) + (41 - 41)) / 2)
     header, *body = md_rows(render_markdown(build_rows(records(legacy)), 'now'))
     cells = {r[2].rstrip(' †'): r for r in body}
-    column = header.index('Δ top1 vs baseline, 95% CI (higher is better)')
-    low, high = stats.t_interval(diffs)
+    column = header.index('Δ top1 vs baseline, interval (higher is better)')
     mark = ' †' if legacy else ''
-    assert cells['mixco'][column] == f'+3.75 [{low:+.2f}, {high:+.2f}] vs mocov2{mark} (2 paired seeds)'
-    assert cells['mixco'][header.index('paired t-test')].startswith('n=2 < 3: no test')
+    # 2 paired seeds, under min_seeds (5): the differences, no interval, test or P(better)
+    assert cells['mixco'][column] == \
+        f'+3.75 vs mocov2{mark} (2 paired seeds); per seed +3.00, +4.50'
+    # Records with a setting: MixCo as run is primary, its variant exploratory (a family of one
+    # each: a verdict needs 6 seeds); older records are all exploratory (a family of two: 7).
+    family, need = ('exploratory', 7) if legacy else ('primary', 6)
+    assert cells['mixco'][header.index('sign-flip test')] == \
+        f'n=2 < 5: no test; a verdict needs {need} seeds'
+    assert cells['mixco'][header.index('verdict (family, size)')] == \
+        f"too few seeds ({family}, {2 if legacy else 1})"
+    assert cells['mixco'][header.index('P(better), 95% CI')] == ''
+    assert cells['mixco'][header.index('top1 interval')] == 'range [43.00, 45.50]'
     parsed = {r['method_label'].rstrip(' †'): r for r in
               csv.DictReader(io.StringIO(render_csv(build_rows(records(legacy)))))}
     assert parsed['mixco']['paired_delta_n'] == '2'

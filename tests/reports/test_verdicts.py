@@ -1,20 +1,26 @@
-"""The generated verdicts: each branch of `verdict` (one seed; two seeds and the seeds needed;
-three or more, better / worse after Holm, or no difference shown) against numbers computed here
-with scipy and naive loops; `verdicts` in table order and filtered by protocol."""
+"""The generated verdicts: each branch of `verdict` (too few seeds and the seeds a verdict needs;
+better / worse after Holm within the family; equivalent within a declared margin; undecided with
+what the seeds could detect) against numbers computed here by enumerating sign patterns, with
+scipy's exact binomial interval and a naive Holm loop; `tally` per family; `verdicts` in table
+order and filtered by protocol."""
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
 from benchmark.layout import PAPER_RESULTS
+from benchmark.reports.comparisons import StatsPolicy
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.reports.verdicts import tally, verdict, verdicts
 
-BASE = {0: 40.0, 1: 41.0, 2: 39.5, 3: 40.2}
+pytestmark = pytest.mark.usefixtures('quick_provenance')
+
+BASE = {0: 40.0, 1: 41.0, 2: 39.5, 3: 40.2, 4: 40.7, 5: 39.9, 6: 40.4, 7: 40.1}
 
 
 def series(method, values, protocol='linear_paper', eval_data='tiny-imagenet'):
@@ -31,8 +37,12 @@ def series(method, values, protocol='linear_paper', eval_data='tiny-imagenet'):
             for seed, v in values.items()]
 
 
-def shifted(diffs, base=BASE):
-    return {s: base[s] + d for s, d in zip(sorted(base), diffs)}
+def base(n, values=BASE):
+    return {s: values[s] for s in sorted(values)[:n]}
+
+
+def shifted(diffs, values=BASE):
+    return {s: values[s] + d for s, d in zip(sorted(values), diffs)}
 
 
 def row_of(rows, method, protocol='linear_paper'):
@@ -46,35 +56,41 @@ def p_text(p):
     return '< 0.0001' if p < 1e-4 else f'{p:.2g}'
 
 
-def t_ci(diffs):
-    d = np.asarray(diffs, np.float64)
-    half = sps.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
-    return d.mean() - half, d.mean() + half
+def sign_ps(diffs, shifts):
+    """Two-sided sign-flip p at each shift over every sign pattern: twice the smaller tail."""
+    x = np.asarray(diffs, np.float64)
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=x.size)))
+    centred = x[None, :] - np.asarray(shifts, np.float64)[:, None]
+    sums, observed = centred @ signs.T, centred.sum(1, keepdims=True)
+    greater = np.mean(sums >= observed - 1e-9, axis=1)
+    less = np.mean(sums <= observed + 1e-9, axis=1)
+    return np.minimum(1.0, 2 * np.minimum(greater, less))
 
 
-def seeds_needed(diffs):
-    d = np.asarray(diffs, np.float64)
-    delta, sd = d.mean(), d.std(ddof=1)
-    for n in range(2, 1001):
-        crit, nc = sps.t.ppf(0.975, n - 1), delta / (sd / math.sqrt(n))
-        if sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc) >= 0.8:
-            return n
-    return None
+def sign_p(diffs):
+    return float(sign_ps(diffs, [0.0])[0])
 
 
-def improvement(a, b, higher=True):
-    wins = 0.0
-    for x, y in itertools.product(a, b):
-        better = x > y if higher else x < y
-        wins += 1.0 if better else 0.5 if x == y else 0.0
-    return wins / (len(a) * len(b))
+def inverted(diffs, alpha):
+    """(low, high, level): the shifts the test does not reject at the largest level <= alpha
+    it holds exactly (2/2^n, the range, where none is), every subset mean tried as a shift."""
+    x = np.asarray(diffs, np.float64)
+    step = 2 / 2 ** x.size
+    held = max(step, math.floor(alpha / step + 1e-9) * step)
+    shifts = sorted({float(np.mean(c)) for k in range(1, x.size + 1)
+                     for c in itertools.combinations(x, k)})
+    kept = [m for m, p in zip(shifts, sign_ps(x, shifts)) if p > held + 1e-12]
+    return kept[0], kept[-1], 1 - held
 
 
-def bootstrap(a, b, higher=True):
-    """The 95% percentile interval over 2000 resamplings of the seeds (generator seed 0)."""
-    picks = np.random.default_rng(0).integers(0, len(a), size=(2000, len(a)))
-    values = [improvement([a[i] for i in row], [b[i] for i in row], higher) for row in picks]
-    return tuple(np.percentile(values, [2.5, 97.5]))
+def interval_text(diffs, alpha, fmt='.2f'):
+    low, high, level = inverted(diffs, alpha)
+    return f'[{low:+{fmt}}, {high:+{fmt}}] ({100 * level:.3g}% sign-flip interval)'
+
+
+def clopper_pearson(k, n):
+    ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
+    return ci.low, ci.high
 
 
 def naive_holm(pvalues):
@@ -83,100 +99,158 @@ def naive_holm(pvalues):
             for p in pvalues]
 
 
-def head(label, diffs, protocol='linear (paper protocol)', unit='top-1 points', fmt='.2f'):
-    delta = float(np.mean(diffs))
-    text = f'{label} vs mocov2, {protocol} on tiny-imagenet: Δ {delta:+{fmt}} {unit}'
-    if len(diffs) > 1:
-        low, high = t_ci(diffs)
-        text += f', 95% CI [{low:+{fmt}}, {high:+{fmt}}]'
-    return text + f', n = {len(diffs)}'
+def holm_level(pvalues, i, alpha=0.05):
+    """The level Holm's loop judged test i at: alpha/(m - k) at its step k, or at the step
+    where the loop stopped."""
+    order = sorted(range(len(pvalues)), key=lambda j: pvalues[j])
+    for step, j in enumerate(order):
+        level = alpha / (len(pvalues) - step)
+        if pvalues[j] > level or j == i:
+            return level
+
+
+def fewest_seeds(alpha):
+    return next(n for n in range(1, 64) if 2 / 2 ** n <= alpha)
+
+
+def head(label, diffs, family='primary family of 1', protocol='linear (paper protocol)',
+         unit='top-1 points', fmt='.2f'):
+    return (f'{label} vs mocov2, {protocol} on tiny-imagenet ({family}): '
+            f'Δ {float(np.mean(diffs)):+{fmt}} {unit}, n = {len(diffs)}')
 
 
 # The branches
 
+def check_too_few(sentence, label, diffs, need, family='primary family of 1'):
+    """Under min_seeds: the differences seed by seed and how many seeds a verdict needs (in
+    all, or how many more), nothing else."""
+    per_seed = ', '.join(f'{d:+.2f}' for d in diffs)
+    assert sentence.startswith(f'{head(label, diffs, family)} (per seed {per_seed}): ')
+    assert 'min_seeds 5' in sentence or 'the 5 paired seeds' in sentence
+    assert re.search(rf'\b({need - len(diffs)} more|{need} paired seeds)\b', sentence), sentence
+    for claim in ('P(better)', 'sign-flip p', 'better than', 'worse than', 'undecided'):
+        assert claim not in sentence
+
+
 def test_one_paired_seed():
     rows = build_rows(series('mocov2', {0: 40.0}) + series('mixco', {0: 42.5}))
-    assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', [2.5])}: one paired seed, no interval and no test; run more seeds.")
+    check_too_few(verdict(row_of(rows, 'mixco')), 'mixco', [2.5], max(5, fewest_seeds(0.05)))
     assert verdict(row_of(rows, 'mocov2')) is None  # a baseline has no comparison
 
 
-def test_two_paired_seeds_say_how_many_would_detect_the_difference():
-    diffs = [2.0, 3.5]
+def test_two_paired_seeds_say_how_many_seeds_a_verdict_needs():
     rows = build_rows(series('mocov2', {0: 40.0, 1: 41.0})
                       + series('mixco', {0: 42.0, 1: 44.5}))
-    needed = seeds_needed(diffs)
-    assert needed > 2
-    assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', diffs)}: too few seeds to conclude; about {needed} seeds would detect "
-        'a Δ this size with 80% power.')
-
-
-@pytest.mark.parametrize('mixco, ending', [
-    ({0: 41.0, 1: 40.0}, 'a Δ of zero gives no estimate of the seeds needed'),
-    ({0: 41.0, 1: 40.1}, 'more than 1000 seeds would be needed to detect a Δ this size')])
-def test_two_paired_seeds_without_a_number_of_seeds_say_why(mixco, ending):
-    diffs = [1.0, -0.9] if mixco[1] == 40.1 else [1.0, -1.0]
-    assert seeds_needed(diffs) is None
-    rows = build_rows(series('mocov2', {0: 40.0, 1: 41.0}) + series('mixco', mixco))
-    assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', diffs)}: too few seeds to conclude; {ending}.")
+    assert max(5, fewest_seeds(0.05)) == 6
+    check_too_few(verdict(row_of(rows, 'mixco')), 'mixco', [2.0, 3.5], 6)
+    # Two comparisons in the family: each must be able to reach 0.05 / 2, which takes 7 seeds.
+    rows = build_rows(series('mocov2', {0: 40.0, 1: 41.0})
+                      + series('mixco', {0: 42.0, 1: 44.5}) + series('imix', {0: 41.0, 1: 40.0}))
+    assert fewest_seeds(0.025) == 7
+    check_too_few(verdict(row_of(rows, 'imix')), 'imix', [1.0, -1.0], 7,
+                  'primary family of 2')
 
 
 @pytest.mark.parametrize('sign, side', [(1, 'better'), (-1, 'worse')])
 def test_significant_after_holm_is_better_or_worse(sign, side):
-    strong = [sign * d for d in (3.0, 3.4, 2.8, 3.3)]
-    weak = [0.4, -0.9, 1.1, 0.2]
-    rows = build_rows(series('mocov2', BASE) + series('mixco', shifted(strong))
-                      + series('imix', shifted(weak)))
-    a = [BASE[s] + d for s, d in zip(sorted(BASE), strong)]
-    b = [BASE[s] for s in sorted(BASE)]
-    p_strong = sps.ttest_rel(a, b).pvalue
-    p_weak = sps.ttest_rel([BASE[s] + d for s, d in zip(sorted(BASE), weak)], b).pvalue
-    holm_strong, holm_weak = naive_holm([p_strong, p_weak])
-    assert holm_strong < 0.05 <= holm_weak and holm_strong != p_strong
-    low, high = bootstrap(a, b)
+    strong = [sign * d for d in (3.0, 3.4, 2.8, 3.3, 3.1, 2.9, 3.2)]
+    weak = [0.4, -0.9, 1.1, 0.2, -0.3, 0.6, -0.5]
+    seven = base(7)
+    rows = build_rows(series('mocov2', seven) + series('mixco', shifted(strong, seven))
+                      + series('imix', shifted(weak, seven)))
+    p = [sign_p(strong), sign_p(weak)]
+    holm_strong, holm_weak = naive_holm(p)
+    assert p[0] == 2 / 2 ** 7 and holm_strong < 0.05 <= holm_weak and holm_strong != p[0]
+    won = 7 if sign > 0 else 0
+    low, high = clopper_pearson(won, 7)
     assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', strong)}: {side} than mocov2 (paired t-test p = {p_text(p_strong)}, "
-        f"Holm p = {p_text(holm_strong)}; P(better) = {improvement(a, b):.2f} "
+        f"{head('mixco', strong, 'primary family of 2')}, "
+        f"{interval_text(strong, holm_level(p, 0))}: {side} than mocov2 (sign-flip p = "
+        f"{p_text(p[0])}, Holm p = {p_text(holm_strong)}; P(better) = {won / 7:.2f} "
         f"[{low:.2f}, {high:.2f}]).")
-    needed = seeds_needed(weak)
-    assert needed > 4
-    assert verdict(row_of(rows, 'imix')).replace('imix vs', 'X vs') == (
-        f"{head('X', weak)}: no difference shown at alpha = 0.05 (paired t-test p = "
-        f"{p_text(p_weak)}, Holm p = {p_text(holm_weak)}); about {needed} seeds would detect a "
-        'Δ this size with 80% power.')
+    sentence = verdict(row_of(rows, 'imix'))
+    assert sentence.startswith(
+        f"{head('imix', weak, 'primary family of 2')}, {interval_text(weak, holm_level(p, 1))}: "
+        f"undecided with 7 seeds (sign-flip p = {p_text(p[1])}, Holm p = {p_text(holm_weak)}); ")
+    sd = math.sqrt((np.var(strong, ddof=1) * 6 + np.var(weak, ddof=1) * 6) / 12)
+    assert sentence.endswith(
+        f" top-1 points would be found with 80% power (paired SD {sd:.2f} pooled over the "
+        "family's comparisons of this protocol, 12 df; level 0.025).")
 
 
 def test_a_lower_davies_bouldin_is_better():
-    base = {0: 2.0, 1: 2.1, 2: 1.95}
-    diffs = [-0.30, -0.35, -0.28]
-    rows = build_rows(series('mocov2', base, protocol='cluster')
-                      + series('mixco', shifted(diffs, base), protocol='cluster'))
-    a = [base[s] + d for s, d in zip(sorted(base), diffs)]
-    b = [base[s] for s in sorted(base)]
-    p = sps.ttest_rel(a, b).pvalue
-    low, high = bootstrap(a, b, higher=False)
-    assert improvement(a, b, higher=False) == 1.0
+    values = {s: 2.0 + 0.05 * s for s in range(6)}
+    diffs = [-0.30, -0.35, -0.28, -0.31, -0.33, -0.29]
+    rows = build_rows(series('mocov2', values, protocol='cluster')
+                      + series('mixco', shifted(diffs, values), protocol='cluster'))
+    p = sign_p(diffs)
+    assert p == 2 / 2 ** 6
+    low, high = clopper_pearson(6, 6)  # every seed lower: won
+    start = head('mixco', diffs, 'exploratory family of 1', 'cluster indices', 'Davies-Bouldin',
+                 '.3f')
     assert verdict(row_of(rows, 'mixco', 'cluster')) == (
-        f"{head('mixco', diffs, 'cluster indices', 'Davies-Bouldin', '.3f')}: better than mocov2 "
-        f"(paired t-test p = {p_text(p)}, Holm p = {p_text(p)}; P(better) = 1.00 "
-        f"[{low:.2f}, {high:.2f}]).")
+        f"{start}, {interval_text(diffs, 0.05, '.3f')}: better than mocov2 (sign-flip p = "
+        f"{p_text(p)}, Holm p = {p_text(p)}; P(better) = 1.00 [{low:.2f}, {high:.2f}]).")
 
 
 def test_holm_can_take_a_nominal_difference_back():
-    """p < 0.05 alone, but not once the table's other tests are counted; the seeds run already
-    would detect a Δ this size, so no seeds sentence follows."""
-    diffs, others = [1.0, 2.5, 3.5, 2.0], ([1.0, -0.5, 0.2, 0.3], [0.3, -0.4, 0.5, -0.1])
-    rows = build_rows(series('mocov2', BASE) + series('mixco', shifted(diffs))
-                      + series('imix', shifted(others[0])) + series('unmix', shifted(others[1])))
-    b = [BASE[s] for s in sorted(BASE)]
-    p = [sps.ttest_rel([x + d for x, d in zip(b, ds)], b).pvalue for ds in (diffs,) + others]
+    """p < 0.05 alone, but not once the family's other tests are counted: undecided, with the
+    interval at the level Holm stopped at (it holds 0) and what 7 seeds could detect."""
+    diffs = [1.0, 2.5, 3.5, 2.0, 1.5, 3.0, -0.5]
+    others = ([1.0, -0.5, 0.2, 0.3, -0.4, 0.1, 0.6], [0.3, -0.4, 0.5, -0.1, 0.2, -0.6, 0.1])
+    seven = base(7)
+    rows = build_rows(series('mocov2', seven) + series('mixco', shifted(diffs, seven))
+                      + series('imix', shifted(others[0], seven))
+                      + series('unmix', shifted(others[1], seven)))
+    p = [sign_p(d) for d in (diffs,) + others]
     adjusted = naive_holm(p)[0]
-    assert p[0] < 0.05 <= adjusted and seeds_needed(diffs) == len(diffs)
+    assert p[0] == 4 / 2 ** 7 < 0.05 <= adjusted
+    low, high, _ = inverted(diffs, holm_level(p, 0))
+    assert low < 0 < high
+    sd = math.sqrt(sum(np.var(d, ddof=1) * 6 for d in (diffs,) + others) / 18)
+    mde = row_of(rows, 'mixco')['compare']['plan']['mde']
     assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', diffs)}: no difference shown at alpha = 0.05 (paired t-test p = "
-        f"{p_text(p[0])}, Holm p = {p_text(adjusted)}).")
+        f"{head('mixco', diffs, 'primary family of 3')}, {interval_text(diffs, holm_level(p, 0))}"
+        f": undecided with 7 seeds (sign-flip p = {p_text(p[0])}, Holm p = {p_text(adjusted)}); "
+        f"at n = 7 a true Δ of {mde:.2f} top-1 points would be found with 80% power (paired SD "
+        f"{sd:.2f} pooled over the family's comparisons of this protocol, 18 df; level 0.017).")
+
+
+def test_equivalent_within_a_declared_margin_and_undecided_without():
+    diffs = [0.1, -0.1, 0.05, -0.05, 0.0, 0.1]
+    six = base(6)
+    records = series('mocov2', six) + series('mixco', shifted(diffs, six))
+    p = sign_p(diffs)
+    low, high, level = inverted(diffs, 2 * 0.05)  # the 1 - 2 alpha interval (TOST), m = 1
+    assert -0.5 < low and high < 0.5 and p > 0.05
+    rows = build_rows(records, policy=StatsPolicy(equivalence_margin=0.5))
+    assert verdict(row_of(rows, 'mixco')) == (
+        f"{head('mixco', diffs)}, {interval_text(diffs, 0.05)}: equivalent within ±0.50 (the "
+        f"{100 * level:.3g}% interval [{low:+.2f}, {high:+.2f}] lies inside the margin; sign-flip "
+        f"p = {p_text(p)}, Holm p = {p_text(p)}).")
+    plain = verdict(row_of(build_rows(records), 'mixco'))
+    assert plain.startswith(f"{head('mixco', diffs)}, {interval_text(diffs, 0.05)}: undecided "
+                            f"with 6 seeds (sign-flip p = {p_text(p)}, Holm p = {p_text(p)})")
+    assert 'equivalent' not in plain and 'no difference' not in plain
+    narrow = verdict(row_of(build_rows(records, policy=StatsPolicy(equivalence_margin=0.05)),
+                            'mixco'))
+    assert f"; not shown equivalent within ±0.05 ({100 * level:.3g}% interval " \
+           f"[{low:+.2f}, {high:+.2f}])" in narrow
+
+
+def test_a_smallest_effect_of_interest_gets_its_seeds_planned():
+    diffs = [0.4, -0.9, 1.1, 0.2, -0.3, 0.6]
+    six = base(6)
+    rows = build_rows(series('mocov2', six) + series('mixco', shifted(diffs, six)),
+                      policy=StatsPolicy(min_effect=1.0))
+    plan = row_of(rows, 'mixco')['compare']['plan']
+    need = plan['seeds_for_min_effect']
+    assert plan['min_effect'] == 1.0 and plan['df'] == 5
+    assert plan['sd'] == pytest.approx(np.std(diffs, ddof=1))
+    # more seeds than now, since 6 seeds leave this comparison undecided
+    assert isinstance(need, int) and need > 6
+    assert (f'{need} paired seeds would find the smallest effect of interest (1.00) with 80% '
+            'power') in verdict(row_of(rows, 'mixco'))
 
 
 def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
@@ -188,8 +262,8 @@ def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
     rows = build_rows(records, read_paper(PAPER_RESULTS))
     compared = [r for r in rows if r['source'] == 'this suite' and r['compare']]
     assert [r['protocol'] for r in compared] == ['linear_paper', 'knn', 'cluster']
-    head, *everything = verdicts(rows)
-    assert head == tally(rows)
+    first, *everything = verdicts(rows)
+    assert first == tally(rows)
     assert everything == [verdict(r) for r in compared]  # the paper's rows say nothing
     assert all(s.startswith('mixco vs mocov2, ') for s in everything)
     assert verdicts(rows, ['knn'])[1:] == [verdict(compared[1])]
@@ -200,34 +274,42 @@ def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
     assert verdict(paper_mixco) is None  # compared by means only, no seeds
 
 
-def test_tally_counts_outcomes_as_the_statistics_say():
-    """better / worse / not shown by Holm-adjusted paired t-tests, too few seeds under 3; the
-    counts checked against scipy's tests and a naive Holm loop."""
-    from scipy import stats as sps
+def family_counts(text):
+    """{family: {outcome: count}} from the tally's sentences."""
+    out = {}
+    for sentence in re.split(r'(?<=\.) (?=[A-Z][a-z]+ family)', text):
+        family = sentence.split(' family', 1)[0].lower()
+        counts = sentence.split('): ', 1)[1]
+        out[family] = {k: int(n) for n, k in re.findall(
+            r'(\d+) (better|worse|equivalent|undecided|too few seeds)', counts)}
+    return out
 
-    records = (series('mocov2', BASE) + series('mixco', shifted([1, 2, 3, 2]))
+
+def test_tally_counts_outcomes_per_family_as_the_statistics_say():
+    """Primary: three comparisons at 8 seeds, judged by sign-flip p and Holm over the three;
+    exploratory: a transfer comparison with 2 seeds (too few). Checked against every sign
+    pattern and a naive Holm loop."""
+    deltas = ([1, 2, 3, 2, 1.5, 2.5, 1, 2], [-3, -2, -4, -3, -2.5, -3.5, -2, -3],
+              [0.5, -1, 0, 2, -0.5, 1, -1.5, 0.3])
+    records = (series('mocov2', BASE) + series('mixco', shifted(deltas[0]))
                + series('mocov2', BASE, protocol='knn')
-               + series('mixco', shifted([-3, -2, -4, -3]), protocol='knn')
+               + series('mixco', shifted(deltas[1]), protocol='knn')
                + series('mocov2', BASE, protocol='linear_fast')
-               + series('mixco', shifted([0.5, -1, 0, 2]), protocol='linear_fast'))
+               + series('mixco', shifted(deltas[2]), protocol='linear_fast')
+               + series('mocov2', base(2), eval_data='cifar10')
+               + series('mixco', shifted([1.0, 2.0], base(2)), eval_data='cifar10'))
     rows = build_rows(records)
-    ps = []
-    for delta in ([1, 2, 3, 2], [-3, -2, -4, -3], [0.5, -1, 0, 2]):
-        base = [BASE[s] for s in sorted(BASE)]
-        ps.append(sps.ttest_rel([b + d for b, d in zip(base, delta)], base).pvalue)
-    order = sorted(range(3), key=lambda i: ps[i])
-    holm, running = [0.0] * 3, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (3 - rank) * ps[i]))
-        holm[i] = running
-    expected = ['better' if holm[0] < 0.05 else 'not shown',
-                'worse' if holm[1] < 0.05 else 'not shown',
-                'better' if holm[2] < 0.05 else 'not shown']
+    holm = naive_holm([sign_p(d) for d in deltas])
+    expected = {'better': 0, 'worse': 0, 'undecided': 0}
+    for d, adjusted in zip(deltas, holm):
+        expected['better' if adjusted <= 0.05 and np.mean(d) > 0 else
+                 'worse' if adjusted <= 0.05 else 'undecided'] += 1
+    assert expected == {'better': 1, 'worse': 1, 'undecided': 1}
     text = tally(rows)
-    assert text.startswith('Of 3 paired comparisons with the baseline')
-    assert f"{expected.count('better')} better" in text
-    assert f"{expected.count('worse')} worse" in text
-    assert f"{expected.count('not shown')} without a difference shown" in text
+    assert text.startswith('Primary family') and 'Exploratory family' in text
+    counts = family_counts(text)
+    assert {k: v for k, v in counts['primary'].items() if v} == expected
+    assert {k: v for k, v in counts['exploratory'].items() if v} == {'too few seeds': 1}
+    assert 'mixco, linear (paper protocol) on tiny-imagenet' in text  # the decided are named
+    assert 'mixco, kNN on tiny-imagenet' in text
     assert tally(build_rows(series('mocov2', BASE))) is None
-    few = build_rows(series('mocov2', {0: 1.0, 1: 2.0}) + series('mixco', {0: 2.0, 1: 2.5}))
-    assert '1 with too few seeds to test' in tally(few)

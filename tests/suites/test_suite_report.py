@@ -68,9 +68,10 @@ def test_render_writes_page_csv_and_curves(suite, tmp_path):
                                        'intervals.png', 'curves.png']
     md, csv_path, summary, intervals, curves = paths
     assert curves.stat().st_size > 1000 and intervals.stat().st_size > 1000
-    assert '![95% intervals: ResNet-18 · 30 pretraining epochs · digits](intervals.png)' in \
+    assert '![intervals: ResNet-18 · 30 pretraining epochs · digits](intervals.png)' in \
         summary.read_text()
-    assert '| digits | kNN | mixco [model.mix_temperature=0.1] | 44.50 [' in summary.read_text()
+    assert ('| digits | kNN | mixco [model.mix_temperature=0.1] | 44.50 range [44.00, 45.00] (n=2)'
+            in summary.read_text())  # two seeds: the range, under min_seeds
     rows = list(csv.DictReader(csv_path.open()))
     knn = {r['method_label']: r for r in rows if r['protocol'] == 'knn'}
     assert set(knn) == {'mocov2', 'mixco [model.mix_temperature=0.1]'}

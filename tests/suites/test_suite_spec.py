@@ -12,6 +12,7 @@ from benchmark.engine.launch import config_identity, load_config
 from benchmark.suites.spec import (DEFAULT, SuiteError, digest, expand_suite, option_text,
                                           parse_option)
 from benchmark.layout import SUITE_CONFIG_DIR
+from benchmark.reports.comparisons import StatsPolicy
 
 DIGITS = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
 
@@ -147,3 +148,42 @@ def test_bad_suites_are_one_line_errors(tmp_path, text, message):
     if 'temprature' in text:
         assert "unknown key 'model.mix_temprature'" in str(info.value)
 
+
+
+# The statistics keys: how the suite's comparisons are judged (benchmark/suites/policy.py; each
+# bad value of read_policy: tests/suites/test_suite_policy.py). Here: through a suite file.
+
+def test_statistics_keys_are_read_into_the_suites_policy(tmp_path):
+    plain = expand_suite(write_suite(tmp_path, f'configs = {DIGITS!r}\n', 'plain'))
+    assert plain.policy == StatsPolicy()
+    assert plain.policy.min_seeds == 5 and plain.policy.equivalence_margin is None
+    text = (f'configs = {DIGITS!r}\nmin_seeds = 6\nmin_effect = 1\nequivalence_margin = 0.5\n'
+            "primary = dict(protocols=['knn', 'tsne'], eval_data='digits', methods=['mixco'])\n")
+    policy = expand_suite(write_suite(tmp_path, text, 'declared')).policy
+    assert policy == StatsPolicy(min_seeds=6, min_effect=1.0, equivalence_margin=0.5,
+                                 primary_protocols=('knn', 'cluster_tsne'),
+                                 primary_eval_data=('digits',), primary_methods=('mixco',))
+    assert isinstance(policy.min_effect, float)
+    # one part of `primary` replaces that part only
+    only = expand_suite(write_suite(tmp_path, f"configs = {DIGITS!r}\n"
+                                    "primary = dict(protocols=['linear_fast'])\n", 'only'))
+    assert only.policy == StatsPolicy(primary_protocols=('linear_fast',))
+
+
+@pytest.mark.parametrize('keys, message', [
+    ('min_seeds = 1', 'min_seeds must be an integer >= 2, got 1'),
+    ('min_effect = 0', 'min_effect must be a number > 0 (metric points), got 0'),
+    ('equivalence_margin = -0.5', 'equivalence_margin must be a number > 0'),
+    ("primary = dict(protocol=['knn'])",
+     "primary: unknown key 'protocol' (did you mean 'protocols'?)"),
+    ("primary = dict(protocols=['linaer'])", "primary.protocols: unknown protocol 'linaer'"),
+    ("primary = dict(methods=['mocov2'])", "primary.methods: ['mocov2'] have no baseline"),
+    ("primary = ['knn']", "primary must be a dict like dict(protocols=['knn'])"),
+    ('min_seed = 5', "unknown key 'min_seed' (did you mean 'min_seeds'?)"),
+])
+def test_bad_statistics_keys_are_one_line_errors_naming_the_key(tmp_path, keys, message):
+    path = write_suite(tmp_path, f"configs = ['configs/mocov2_r18_digits.py']\n{keys}\n")
+    with pytest.raises(SuiteError) as info:
+        expand_suite(path)
+    assert str(info.value).startswith(f'suite {path}: ')
+    assert message in str(info.value) and '\n' not in str(info.value)
