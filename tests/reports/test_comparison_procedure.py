@@ -7,7 +7,6 @@ verdict), verdicts that agree with their intervals, equivalence only with a decl
 seeds left out of a pairing named, and baselines matched on their protocol settings."""
 import csv
 import io
-import itertools
 import math
 import re
 
@@ -20,6 +19,7 @@ from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.verdicts import verdict, verdicts
+from tests.reports.references import clopper_pearson, inverted, naive_holm, sign_p
 
 pytestmark = pytest.mark.usefixtures('quick_provenance')
 
@@ -96,59 +96,6 @@ def bracketed(cell_text):
     """The pairs of numbers printed in brackets in a cell: '[+0.28, +0.56]' -> [(0.28, 0.56)]."""
     return [tuple(float(x) for x in inner.split(', '))
             for inner in re.findall(r'\[([^\]]+)\]', cell_text)]
-
-
-# Independent references
-
-def sign_patterns(n):
-    return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
-
-
-def sign_p(diffs, shift=0.0):
-    """Two-sided sign-flip p over every sign pattern: twice the smaller tail, at most 1."""
-    return sign_ps(diffs, [shift])[0]
-
-
-def sign_ps(diffs, shifts):
-    """`sign_p` at each of `shifts` (every sign pattern, all shifts at once)."""
-    x = np.asarray(diffs, np.float64)
-    signs = sign_patterns(x.size)
-    centred = x[None, :] - np.asarray(shifts, np.float64)[:, None]   # (shifts, n)
-    sums, observed = centred @ signs.T, centred.sum(1, keepdims=True)  # (shifts, patterns)
-    greater = np.mean(sums >= observed - 1e-9, axis=1)
-    less = np.mean(sums <= observed + 1e-9, axis=1)
-    return np.minimum(1.0, 2 * np.minimum(greater, less))
-
-
-def achieved_alpha(n, alpha):
-    """The largest alpha' <= alpha the test can hold exactly (a multiple of 2/2^n), or 2/2^n
-    (the range of the values) where none is."""
-    step = 2 / 2 ** n
-    return max(step, math.floor(alpha / step + 1e-9) * step)
-
-
-def inverted(values, alpha):
-    """(low, high, level): the shifts the two-sided sign-flip test at the achieved level does
-    not reject, found by trying every subset mean (where p changes) as a shift."""
-    x = np.asarray(values, np.float64)
-    level = achieved_alpha(x.size, alpha)
-    means = {float(np.mean(c)) for k in range(1, x.size + 1)
-             for c in itertools.combinations(x, k)}
-    shifts = sorted(means)
-    kept = [m for m, p in zip(shifts, sign_ps(x, shifts)) if p > level + 1e-12]
-    return kept[0], kept[-1], 1 - level
-
-
-def clopper_pearson(k, n):
-    ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
-    return ci.low, ci.high
-
-
-def naive_holm(pvalues):
-    """Holm's adjusted p: for the k-th smallest, the largest min(1, (m - j) p_(j)), j <= k."""
-    m, ranked = len(pvalues), sorted(pvalues)
-    return [max(min(1.0, (m - j) * ranked[j]) for j in range(ranked.index(p) + 1))
-            for p in pvalues]
 
 
 def fewest_seeds(alpha):

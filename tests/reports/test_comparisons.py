@@ -4,12 +4,9 @@ against numpy / scipy / brute-force enumeration of sign patterns, Holm per famil
 chosen, ours minus the paper."""
 import csv
 import io
-import itertools
-import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from benchmark.layout import PAPER_RESULTS
 from benchmark.reports.comparisons import (SUITE, StatsPolicy, choose_baseline, config_family,
@@ -18,6 +15,7 @@ from benchmark.reports.leaderboard import LEGACY_MARK, LEGACY_NOTE, build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.reports.tables import render_csv, render_markdown
+from tests.reports.references import clopper_pearson, inverted, naive_holm, sign_ps
 
 pytestmark = pytest.mark.usefixtures('quick_provenance')
 
@@ -210,34 +208,6 @@ def test_legacy_records_group_as_before_all_counted_and_marked():
 
 # Every statistic of a row against an independent reference
 
-def sign_ps(diffs, shifts):
-    """Two-sided sign-flip p at each shift, over every sign pattern: twice the smaller tail."""
-    x = np.asarray(diffs, np.float64)
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=x.size)))
-    centred = x[None, :] - np.asarray(shifts, np.float64)[:, None]
-    sums, observed = centred @ signs.T, centred.sum(1, keepdims=True)
-    greater = np.mean(sums >= observed - 1e-9, axis=1)
-    less = np.mean(sums <= observed + 1e-9, axis=1)
-    return np.minimum(1.0, 2 * np.minimum(greater, less))
-
-
-def inverted(values, alpha=0.05):
-    """(low, high, level) of the shifts the sign-flip test does not reject at the largest
-    level <= alpha it holds exactly (a multiple of 2/2^n; 2/2^n, the range, where none is):
-    every subset mean, where p changes, tried as a shift."""
-    x = np.asarray(values, np.float64)
-    step = 2 / 2 ** x.size
-    held = max(step, math.floor(alpha / step + 1e-9) * step)
-    shifts = sorted({float(np.mean(c)) for k in range(1, x.size + 1)
-                     for c in itertools.combinations(x, k)})
-    kept = [m for m, p in zip(shifts, sign_ps(x, shifts)) if p > held + 1e-12]
-    return kept[0], kept[-1], 1 - held
-
-
-def clopper_pearson(k, n):
-    ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
-    return ci.low, ci.high
-
 
 def level_text(level):
     return f'{100 * level:.3g}%'
@@ -344,14 +314,6 @@ def test_row_and_paired_statistics_match_brute_force_and_scipy(data):
     assert float(parsed['mixco']['p_signflip']) == pytest.approx(p)
     assert float(parsed['mixco']['p_improve_low']) == pytest.approx(
         clopper_pearson(won, len(d))[0], abs=1e-9)
-
-
-def naive_holm(pvalues):
-    """Holm's adjusted p: for the k-th smallest, the largest min(1, (m - j) p_(j)) over j <= k."""
-    m = len(pvalues)
-    ranked = sorted(pvalues)
-    return [max(min(1.0, (m - j) * ranked[j]) for j in range(ranked.index(p) + 1))
-            for p in pvalues]
 
 
 def test_holm_adjusts_the_p_values_of_each_family_apart():

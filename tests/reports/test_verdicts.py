@@ -3,13 +3,11 @@ better / worse after Holm within the family; equivalent within a declared margin
 what the seeds could detect) against numbers computed here by enumerating sign patterns, with
 scipy's exact binomial interval and a naive Holm loop; `tally` per family; `verdicts` in table
 order and filtered by protocol."""
-import itertools
 import math
 import re
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from benchmark.layout import PAPER_RESULTS
 from benchmark.reports.comparisons import StatsPolicy
@@ -17,6 +15,7 @@ from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.records import build_record
 from benchmark.reports.render import read_paper
 from benchmark.reports.verdicts import tally, verdict, verdicts
+from tests.reports.references import clopper_pearson, inverted, naive_holm, sign_p
 
 pytestmark = pytest.mark.usefixtures('quick_provenance')
 
@@ -56,47 +55,9 @@ def p_text(p):
     return '< 0.0001' if p < 1e-4 else f'{p:.2g}'
 
 
-def sign_ps(diffs, shifts):
-    """Two-sided sign-flip p at each shift over every sign pattern: twice the smaller tail."""
-    x = np.asarray(diffs, np.float64)
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=x.size)))
-    centred = x[None, :] - np.asarray(shifts, np.float64)[:, None]
-    sums, observed = centred @ signs.T, centred.sum(1, keepdims=True)
-    greater = np.mean(sums >= observed - 1e-9, axis=1)
-    less = np.mean(sums <= observed + 1e-9, axis=1)
-    return np.minimum(1.0, 2 * np.minimum(greater, less))
-
-
-def sign_p(diffs):
-    return float(sign_ps(diffs, [0.0])[0])
-
-
-def inverted(diffs, alpha):
-    """(low, high, level): the shifts the test does not reject at the largest level <= alpha
-    it holds exactly (2/2^n, the range, where none is), every subset mean tried as a shift."""
-    x = np.asarray(diffs, np.float64)
-    step = 2 / 2 ** x.size
-    held = max(step, math.floor(alpha / step + 1e-9) * step)
-    shifts = sorted({float(np.mean(c)) for k in range(1, x.size + 1)
-                     for c in itertools.combinations(x, k)})
-    kept = [m for m, p in zip(shifts, sign_ps(x, shifts)) if p > held + 1e-12]
-    return kept[0], kept[-1], 1 - held
-
-
 def interval_text(diffs, alpha, fmt='.2f'):
     low, high, level = inverted(diffs, alpha)
     return f'[{low:+{fmt}}, {high:+{fmt}}] ({100 * level:.3g}% sign-flip interval)'
-
-
-def clopper_pearson(k, n):
-    ci = sps.binomtest(k, n).proportion_ci(0.95, method='exact')
-    return ci.low, ci.high
-
-
-def naive_holm(pvalues):
-    m, ranked = len(pvalues), sorted(pvalues)
-    return [max(min(1.0, (m - j) * ranked[j]) for j in range(ranked.index(p) + 1))
-            for p in pvalues]
 
 
 def holm_level(pvalues, i, alpha=0.05):
