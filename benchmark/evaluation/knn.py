@@ -22,6 +22,26 @@ ArrayLike = Union[np.ndarray, Tensor]
 _GPU_MAX_K = 2048
 BACKENDS = ('auto', 'faiss', 'torch')
 
+# The k rule: InstDisc's k = 200 is 40% of a class on the paper's data with the fewest images
+# per class (CIFAR-100 and Tiny-ImageNet: 500), so k is at most that share of the bank's
+# smallest class and at most 200: the paper's data keep 200, digits (139 in its smallest
+# training class) gets 55. A k beyond a class makes every vote mostly other classes'.
+KNN_K_MAX = 200
+KNN_K_SHARE = 0.4
+KNN_K_RULE = 'min(200, 0.4 x smallest class)'
+
+
+def knn_k_for(labels: ArrayLike) -> int:
+    """The kNN protocol's k for a bank with these labels: min(200, floor(0.4 m)), at least 1,
+    where m is the number of images of the bank's smallest class (classes absent from the
+    bank do not count)."""
+    y = labels.detach().cpu().numpy() if isinstance(labels, Tensor) else np.asarray(labels)
+    counts = np.bincount(y.astype(np.int64).ravel()) if y.size else np.zeros(0, np.int64)
+    counts = counts[counts > 0]
+    if not counts.size:
+        raise ValueError('knn: the bank has no labels to choose k from')
+    return int(max(1, min(KNN_K_MAX, np.floor(KNN_K_SHARE * counts.min() + 1e-9))))
+
 
 def _as_features(x: ArrayLike, name: str) -> np.ndarray:
     """Validate features and return them L2-normalised, float32, C-contiguous (what faiss takes).

@@ -16,7 +16,7 @@ from torch.utils.data import Subset
 from benchmark import dist
 from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.knn import knn_predict
+from benchmark.evaluation.knn import knn_k_for, knn_predict
 from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
 from benchmark.evaluation.topk import topk_accuracy
 
@@ -35,7 +35,7 @@ class KNNMonitorHook(Hook):
         interval: Evaluate after every `interval`-th epoch (and after the last one).
         num_train: Images of the kNN bank (train split).
         num_test: Query images (val split).
-        k: Neighbours that vote.
+        k: Neighbours that vote; None: the kNN protocol's rule (`knn_k_for`) on the bank.
         temperature: Vote weight is exp(cosine similarity / temperature).
         seed: Seed of the subset choice (not of the run).
         batch_size: Images per forward pass of the extraction.
@@ -43,9 +43,10 @@ class KNNMonitorHook(Hook):
     """
 
     def __init__(self, interval: int = 1, num_train: int = 1000, num_test: int = 500,
-                 k: int = 200, temperature: float = 0.1, seed: int = 0,
+                 k: Optional[int] = None, temperature: float = 0.1, seed: int = 0,
                  batch_size: int = 128, num_workers: int = 0) -> None:
-        if min(interval, num_train, num_test, k, batch_size) < 1 or temperature <= 0:
+        if min(interval, num_train, num_test, 1 if k is None else k, batch_size) < 1 \
+                or temperature <= 0:
             raise ValueError(f'KNNMonitorHook: need interval, num_train, num_test, k, batch_size '
                              f'>= 1 and temperature > 0; got {interval}, {num_train}, '
                              f'{num_test}, {k}, {batch_size}, {temperature}')
@@ -90,12 +91,13 @@ class KNNMonitorHook(Hook):
         if not dist.is_main():
             return None
         epoch = runner.epoch + 1  # after_train_epoch runs before the loop counts the epoch
+        k = self.k if self.k is not None else knn_k_for(bank_labels)
         try:
-            scores = knn_predict(bank, bank_labels, queries, self.num_classes, self.k,
+            scores = knn_predict(bank, bank_labels, queries, self.num_classes, k,
                                  self.temperature)
             accuracy = topk_accuracy(scores, labels)
         except ValueError as err:  # e.g. NaN features of a diverged run: log, keep training
             runner.logger.warning(f'knn_monitor: epoch {epoch} skipped: {err}')
             return None
         return log_epoch_metrics(runner, 'knn_monitor', accuracy, epoch,
-                                 f'bank {len(bank)}, queries {len(queries)}, k={self.k}')
+                                 f'bank {len(bank)}, queries {len(queries)}, k={k}')

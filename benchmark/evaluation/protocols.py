@@ -16,13 +16,16 @@ from benchmark.evaluation.cluster import (
     select_classes,
     tsne_embedding,
 )
-from benchmark.evaluation.knn import knn_predict
+from benchmark.evaluation.knn import KNN_K_RULE, knn_k_for, knn_predict
 from benchmark.evaluation.linear_fast import train_linear_probe
 from benchmark.evaluation.topk import topk_accuracy
 from benchmark.names import ACCURACY, CLUSTER, FEATURE_PROTOCOLS, protocol_name
 
 
-
+# The fast probe's fixed schedule (train_linear_probe's defaults), recorded with its results:
+# no model selection, the last epoch's test accuracy is the result.
+LINEAR_FAST_SCHEDULE = dict(lr=0.1, batch_size=256, weight_decay=0.0, schedule='cosine',
+                            selection='none (last epoch)')
 
 
 def _guard(settings: dict, names: Sequence[str], compute: Callable[[], dict]) -> dict:
@@ -37,7 +40,7 @@ def _guard(settings: dict, names: Sequence[str], compute: Callable[[], dict]) ->
 
 def run_protocols(train: tuple, test: tuple, num_classes: int,
                   protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
-                  knn_k: int = 200, knn_temperature: float = 0.1, linear_epochs: int = 100,
+                  knn_k: Optional[int] = None, knn_temperature: float = 0.1, linear_epochs: int = 100,
                   cluster_classes: int = 10, cluster_per_class: int = 1000, seed: int = 0,
                   figure_path: Optional[str] = None, title: str = '',
                   device: Optional[Union[str, torch.device]] = None) -> Dict[str, dict]:
@@ -50,7 +53,9 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
         protocols: Subset of FEATURE_PROTOCOLS ('tsne' means 'cluster_tsne'). 'cluster' computes the indices on the training
             features of the paper's Fig. 3 subset; 'cluster_tsne' adds the same indices on its 2-D
             t-SNE embedding and draws the figure to `figure_path`.
-        knn_k, knn_temperature: Weighted kNN settings (InstDisc: 200, 0.1).
+        knn_k, knn_temperature: Weighted kNN settings (InstDisc: 200, 0.1). None: k by the
+            rule of `knn_k_for` (200 on the paper's data, less where a class has fewer than
+            500 training images), recorded with the rule in the settings.
         linear_epochs: Epochs of the fast linear probe.
         cluster_classes, cluster_per_class: The Fig. 3 subset (10 x 1,000).
         seed: Seed of the probe, the subset, k-means and t-SNE.
@@ -70,12 +75,16 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
     (x_tr, y_tr), (x_te, y_te) = train, test
     out: Dict[str, dict] = {}
     if 'knn' in protocols:
-        out['knn'] = _guard(dict(k=knn_k, temperature=knn_temperature, split='train->test'), ACCURACY,
-                            lambda: topk_accuracy(knn_predict(x_tr, y_tr, x_te, num_classes, knn_k,
-                                                             knn_temperature, device=device),
-                                                  y_te))
+        settings = dict(k=knn_k, temperature=knn_temperature, split='train->test')
+        if knn_k is None:
+            settings.update(k=knn_k_for(y_tr), k_rule=KNN_K_RULE)
+        out['knn'] = _guard(settings, ACCURACY,
+                            lambda: topk_accuracy(knn_predict(x_tr, y_tr, x_te, num_classes,
+                                                              settings['k'], knn_temperature,
+                                                              device=device), y_te))
     if 'linear_fast' in protocols:
-        out['linear_fast'] = _guard(dict(epochs=linear_epochs, seed=seed, features='cached'), ACCURACY,
+        out['linear_fast'] = _guard(dict(epochs=linear_epochs, seed=seed, features='cached',
+                                         **LINEAR_FAST_SCHEDULE), ACCURACY,
                                     lambda: _linear(x_tr, y_tr, x_te, y_te, num_classes,
                                                     linear_epochs, seed, device))
     if 'cluster' in protocols or 'cluster_tsne' in protocols:
@@ -99,7 +108,9 @@ def _np(x) -> np.ndarray:
 def _linear(x_tr, y_tr, x_te, y_te, num_classes: int, epochs: int, seed: int,
             device: Optional[Union[str, torch.device]] = None) -> dict:
     res = train_linear_probe(x_tr, y_tr, x_te, y_te, num_classes, epochs=epochs, seed=seed,
-                             device=device)
+                             lr=LINEAR_FAST_SCHEDULE['lr'],
+                             batch_size=LINEAR_FAST_SCHEDULE['batch_size'],
+                             weight_decay=LINEAR_FAST_SCHEDULE['weight_decay'], device=device)
     return {k: res[k] for k in ('top1', 'top5') if k in res}
 
 

@@ -157,3 +157,24 @@ def test_gpu_index_matches_cpu():
                          torch.from_numpy(test).cuda(), num_classes=10, k=50)
     assert scores.device.type == 'cpu'
     torch.testing.assert_close(scores, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('per_class, expected', [
+    ([5000] * 10, 200),           # CIFAR-10: the paper's k
+    ([500] * 100, 200),           # CIFAR-100 and Tiny-ImageNet: 500 per class, still 200
+    ([1300, 732, 1000], 200),     # ImageNet's smallest class
+    ([142, 146, 139, 145], 55),   # digits' training split: floor(0.4 * 139)
+    ([499, 600], 199),
+    ([2, 1, 7], 1),               # never below 1
+])
+def test_k_rule_keeps_the_paper_data_at_200_and_a_class_share_below(per_class, expected):
+    labels = np.repeat(np.arange(len(per_class)), per_class)
+    np.random.default_rng(0).shuffle(labels)
+    naive = max(1, min(200, int(np.floor(0.4 * min(per_class)))))
+    assert knn.knn_k_for(labels) == knn.knn_k_for(torch.as_tensor(labels)) == naive == expected
+
+
+def test_k_rule_ignores_classes_absent_from_the_bank_and_refuses_an_empty_one():
+    assert knn.knn_k_for(np.array([3] * 50 + [7] * 20)) == 8
+    with pytest.raises(ValueError, match='no labels'):
+        knn.knn_k_for(np.array([], dtype=np.int64))

@@ -99,6 +99,21 @@ def test_logged_accuracy_is_the_knn_of_the_subset_and_train_mode_is_back():
     assert 0 <= expected['top1'] <= expected['top5'] <= 100
 
 
+def test_default_k_is_the_protocol_rule_on_the_bank(monkeypatch):
+    """Without k the monitor votes with the kNN protocol's k for its bank (200 digits images,
+    about 20 per class: a k of 7 or 8), not InstDisc's 200, which is all of the bank."""
+    from benchmark.evaluation import knn_monitor
+    from benchmark.evaluation.knn import knn_k_for
+    seen = []
+    monkeypatch.setattr(knn_monitor, 'knn_predict',
+                        lambda *a, **kw: seen.append(a[4]) or knn_predict(*a, **kw))
+    hook, runner = KNNMonitorHook(num_train=200, num_test=80), fake_runner(epoch=0)
+    hook.evaluate(runner)
+    _, bank_labels = extract_features(runner.model.backbone, hook.subsets(runner.cfg)['train'],
+                                      progress=False)
+    assert seen == [knn_k_for(bank_labels)] and 1 <= seen[0] < 20
+
+
 def test_bad_arguments_fail_in_one_line():
     with pytest.raises(ValueError, match='KNNMonitorHook: need interval'):
         KNNMonitorHook(interval=0)

@@ -26,13 +26,40 @@ def test_separable_features_score_100_and_record_settings():
     assert out['knn'] == dict(settings=dict(k=5, temperature=0.1, split='train->test'),
                               metrics={'top1': 100.0})  # top5 skipped: only 3 classes
     assert out['linear_fast']['metrics'] == {'top1': 100.0}
-    assert out['linear_fast']['settings'] == dict(epochs=5, seed=0, features='cached')
+    assert out['linear_fast']['settings'] == dict(
+        epochs=5, seed=0, features='cached', lr=0.1, batch_size=256, weight_decay=0.0,
+        schedule='cosine', selection='none (last epoch)')
     cluster = out['cluster']
     assert cluster['settings'] == dict(classes=3, per_class=6, split='train', seed=0)
     assert set(cluster['metrics']) == set(CLUSTER)
     assert cluster['metrics']['kmeans_nmi'] == pytest.approx(1.0)
     assert cluster['metrics']['kmeans_ari'] == pytest.approx(1.0)
     assert 0 < cluster['metrics']['davies_bouldin'] < 0.1  # tight, far-apart blobs
+
+
+def test_knn_k_by_the_rule_is_recorded_with_it_and_used(monkeypatch):
+    """Without knn_k the rule picks k from the bank's smallest class (12 -> 4) and says so;
+    that k is the one the search gets."""
+    seen = []
+    real = protocols.knn_predict
+    monkeypatch.setattr(protocols, 'knn_predict',
+                        lambda *a, **kw: seen.append(a[4]) or real(*a, **kw))
+    fast = dict(FAST, knn_k=None)
+    out = run_protocols(TRAIN, TEST, 3, protocols=('knn',), **fast)
+    assert out['knn']['settings'] == dict(k=4, temperature=0.1, split='train->test',
+                                          k_rule='min(200, 0.4 x smallest class)')
+    assert seen == [4] and out['knn']['metrics'] == {'top1': 100.0}
+
+
+def test_linear_fast_records_the_schedule_it_ran(monkeypatch):
+    """The settings recorded are the arguments the probe got, not a description beside them."""
+    seen = {}
+    monkeypatch.setattr(protocols, 'train_linear_probe',
+                        lambda *a, **kw: seen.update(kw) or {'top1': 1.0})
+    out = run_protocols(TRAIN, TEST, 3, protocols=('linear_fast',), **FAST)
+    recorded = out['linear_fast']['settings']
+    assert {k: seen[k] for k in ('lr', 'batch_size', 'weight_decay', 'epochs', 'seed')} == \
+        {k: recorded[k] for k in ('lr', 'batch_size', 'weight_decay', 'epochs', 'seed')}
 
 
 def test_tsne_alias_gives_cluster_tsne_scored_on_the_embedding(tmp_path, monkeypatch):

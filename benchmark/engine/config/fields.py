@@ -255,7 +255,7 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
     'benchmark.engine.deferred_log.DeferredRuntimeInfoHook': dict(interval=optional(SIZE)),
     'benchmark.engine.nan_guard.NaNGuardHook': dict(interval=optional(SIZE)),
     'benchmark.evaluation.knn_monitor.KNNMonitorHook': dict(
-        interval=SIZE, num_train=SIZE, num_test=SIZE, k=SIZE, temperature=positive, seed=SEED,
+        interval=SIZE, num_train=SIZE, num_test=SIZE, k=optional(SIZE), temperature=positive, seed=SEED,
         batch_size=SIZE, num_workers=COUNT),
     'benchmark.engine.preemption.PreemptionHook': dict(signals=signal_names),
     'benchmark.evaluation.online_probe.OnlineLinearProbeHook': dict(
