@@ -247,7 +247,8 @@ def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/r
     return '\n'.join(lines) + '\n'
 
 
-CSV_COLUMNS = (list(GROUP) + ['eval_data', 'protocol', 'protocol_label', 'method', 'variant',
+CSV_COLUMNS = (list(GROUP) + ['eval_data', 'protocol', 'protocol_label', 'protocol_settings',
+                              'method', 'variant',
                               'method_label', 'setting_sha256', 'overrides', 'legacy', 'source',
                               'status']
                + [f'{m}_{s}' for m in METRICS for s in ('mean', 'std', 'n')]
@@ -273,7 +274,7 @@ def _csv_record(row: Row) -> Dict[str, Any]:
     ci = (stat.get('ci') if enough else None) or (None, None)
     spread = stat.get('range') if stat.get('text') is None and stat.get('n') else None
     out.update(protocol_label=PROTOCOLS.get(row['protocol'], row['protocol']),
-               method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']),
+               protocol_settings=row.get('protocol_settings', ''), method_label=row['label'], seeds=' '.join(str(s) for s in row['seeds']),
                variant=row.get('variant', ''), setting_sha256=row.get('setting') or '',
                overrides=', '.join(override_text(k, v) for k, v in row['overrides'].items()),
                legacy=row['legacy'], main_metric=main, ci_low=ci[0], ci_high=ci[1],

@@ -15,6 +15,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from benchmark.names import METRIC_FORMATS, PROTOCOLS
+from benchmark.reports.leaderboard import GROUP
 from benchmark.reports.stats import ALPHA
 from benchmark.reports.tables import format_interval, format_level, format_p
 
@@ -107,13 +108,16 @@ def tally(rows: Sequence[Row]) -> Optional[str]:
     """One sentence per family counting its comparisons by verdict, naming the decided ones;
     None without comparisons."""
     families: Dict[str, Dict[str, List[str]]] = {}
+    sizes: Dict[tuple, int] = {}  # (family, section): its size, members shown elsewhere too
     for row in rows:
         result = outcome(row)
         if result:
+            family = row['compare'].get('family') or 'all'
+            sizes[(family,) + tuple(row[k] for k in GROUP)] = \
+                row['compare'].get('family_size') or 0
             name = (f"{row['label']}, {PROTOCOLS.get(row['protocol'], row['protocol'])} on "
                     f"{row['eval_data']}")
-            counts = families.setdefault(row['compare'].get('family') or 'all',
-                                         {k: [] for k in OUTCOMES})
+            counts = families.setdefault(family, {k: [] for k in OUTCOMES})
             counts[result].append(name)
     out = []
     for family in sorted(families, key=lambda f: (f != 'primary', f)):
@@ -121,7 +125,10 @@ def tally(rows: Sequence[Row]) -> Optional[str]:
         named = lambda key: (f" ({'; '.join(counts[key])})"  # noqa: E731
                              if counts[key] and key in ('better', 'worse', 'equivalent') else '')
         total = sum(len(v) for v in counts.values())
-        out.append(f'{family.capitalize()} family ({total} comparison(s) with the baseline; '
+        size = max(total, sum(n for key, n in sizes.items() if key[0] == family))
+        shown = f'{size} comparison(s) with the baseline' + (
+            f', {total} of them here' if size > total else '')
+        out.append(f'{family.capitalize()} family ({shown}; '
                    f'exact sign-flip test, Holm, alpha = {ALPHA}): '
                    + ', '.join(f'{len(counts[k])} {k}{named(k)}' for k in OUTCOMES
                                if counts[k]) + '.')

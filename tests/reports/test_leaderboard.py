@@ -222,6 +222,10 @@ def test_a_seed_evaluated_with_two_knn_k_gives_two_rows_labelled_apart():
     assert (wide['label'], narrow['label']) == ('mocov2 · k=200', 'mocov2 · k=20')
     labels = [r[2] for r in md_rows(render_markdown(rows, 'today'))[1:]]
     assert sorted(labels) == ['mocov2 · k=20', 'mocov2 · k=200']
+    parsed = list(csv.DictReader(io.StringIO(render_csv(rows))))
+    assert sorted((r['protocol_settings'], r['top1_n']) for r in parsed) == [
+        ('k=20, split=train->test, temperature=0.1', '2'),
+        ('k=200, split=train->test, temperature=0.1', '1')]
     # One setting only: the label stays the method's.
     assert [r['label'] for r in build_rows(records[1:])] == ['mocov2']
 

@@ -168,3 +168,23 @@ def test_hardware_names_a_share_of_the_machine_and_counts_records_per_host():
     assert hardware(records) == ('cpu (Xeon, 2 cores): 2 record(s); cpu (Xeon, 1 of 2 cores): '
                                  '2 record(s); unknown device: 1 record(s)')
     assert hardware([]) == 'no records'
+
+
+def test_summary_names_each_protocols_settings_as_run():
+    """The published block says how each protocol it shows was run (kNN's k and its rule), and
+    lists both when two settings of one protocol are shown."""
+    from benchmark.reports.suite_board import summary_markdown
+
+    def knn(method, seed, top1, k):
+        record = rec(method, seed, top1, protocol='knn')
+        record['protocols']['knn']['settings'] = dict(k=k, temperature=0.1, split='train->test',
+                                                      k_rule='min(200, 0.4 x smallest class)')
+        return record
+
+    rows = build_rows([knn('mocov2', 0, 40.0, 55), knn('mixco', 0, 41.0, 55)])
+    text = summary_markdown({'file': 'suite.py'}, rows, [], {}, 'today', 'cpu')
+    assert ("Protocols as run (part of each row's identity): kNN: k=55, k_rule=min(200, 0.4 x "
+            "smallest class), split=train->test, temperature=0.1.") in text
+    rows = build_rows([knn('mocov2', 0, 40.0, 55), knn('mocov2', 0, 38.0, 200)])
+    assert 'kNN: k=55, k_rule' in summary_markdown({'file': 's'}, rows, [], {}, 't', 'c')
+    assert ' | k=200, k_rule' in summary_markdown({'file': 's'}, rows, [], {}, 't', 'c')

@@ -274,3 +274,17 @@ def test_tally_counts_outcomes_per_family_as_the_statistics_say():
     assert 'mixco, linear (paper protocol) on tiny-imagenet' in text  # the decided are named
     assert 'mixco, kNN on tiny-imagenet' in text
     assert tally(build_rows(series('mocov2', BASE))) is None
+
+
+def test_tally_gives_a_family_size_counting_the_members_not_shown():
+    """A block that shows only the classification rows still says how large a family is: the
+    cluster comparison belongs to the exploratory family too, and Holm counted it."""
+    records = (series('mocov2', BASE, eval_data='cifar10')
+               + series('mixco', shifted([1, 2, 3, 2]), eval_data='cifar10')
+               + series('mocov2', BASE, protocol='cluster')
+               + series('mixco', shifted([-0.1, 0, -0.2, 0.1]), protocol='cluster'))
+    rows = build_rows(records)
+    shown = [r for r in rows if r['protocol'] != 'cluster']
+    assert 'Exploratory family (2 comparison(s) with the baseline, 1 of them here;' \
+        in tally(shown)
+    assert 'Exploratory family (2 comparison(s) with the baseline;' in tally(rows)
