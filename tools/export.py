@@ -9,16 +9,13 @@ Writes the weights and, beside them, ``<weights>.json``: the line that builds th
 model they load into, the stem, the evaluations' normalisation and the checkpoint's sha256
 (see docs/evaluation.md).
 """
-import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
-
-import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.cli import ArgumentParser, existing_file, run_tool  # noqa: E402
-from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
+import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark.cli import ArgumentParser, existing_file, run_tool
+from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
                                            read_config, validate_config)
-from benchmark.engine.export import FORMATS, export_backbone  # noqa: E402
+from benchmark.engine.export import FORMATS, export_backbone
 
 
 def parse_args(argv=None):
