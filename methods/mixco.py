@@ -2,7 +2,9 @@
 
 Paper (Kim et al., "MixCo: Mix-up Contrastive Learning for Visual Representation") eq. 3 and
 Algorithm 1. Everything here is a pure function of its inputs except `MixCoLoss`, a thin module
-that holds the temperature. Defaults are the paper's; the variants other codes use are options.
+that holds the temperature, `Mixer`, which draws the ratios and pairs, and `MixCoMixin`, the
+arguments MixCo adds to a method (one constructor for `MixCoMoCo` and `MixCoSimCLR`). Defaults
+are the paper's; the variants other codes use are options.
 """
 from typing import Optional
 
@@ -228,3 +230,44 @@ class Mixer:
             x = x[order]
         lam = sample_lambda(x.shape[0] // 2, x.device, self.distribution, self.alpha, self.scope)
         return mix_pairs(x, lam), lam, order
+
+
+class MixCoMixin:
+    """MixCo's arguments, added to a contrastive method: the `Mixer`, the `MixCoLoss` and β.
+
+    The first base of a MixCo model (``class MixCoMoCo(MixCoMixin, MoCo)``), which then only
+    overrides its method's loss computation. The defaults are the paper's on MoCo-v2.
+
+    Args:
+        mix_temperature: tau_mix (paper: 0.05; 1.0 on ImageNet; 0.5 in the authors' SimCLR).
+        mix_weight: beta, the weight of L_mix in the total loss (paper: 1).
+        mix_lambda: 'uniform' (paper) or 'beta'.
+        mix_alpha: Beta concentration for mix_lambda='beta'.
+        mix_lambda_scope: 'pair' (paper) or 'batch'.
+        mix_pairing: 'halves' (paper) or 'permutation'.
+        mix_joint_forward: Whether the mixed images join an encoder pass of the unmixed ones
+            (each model says which); False: passes of their own.
+        mix_in_batch_negatives: All 2M local keys in the mixed softmax (paper) or only each
+            row's two semi-positives (plus the queue, if any).
+        mix_target: 'soft' (paper) or 'weighted_hard' (i-Mix style, same value).
+        **kwargs: Arguments of the method MixCo is added to.
+    """
+
+    def __init__(self,
+                 mix_temperature: float = 0.05,
+                 mix_weight: float = 1.0,
+                 mix_lambda: str = 'uniform',
+                 mix_alpha: float = 1.0,
+                 mix_lambda_scope: str = 'pair',
+                 mix_pairing: str = 'halves',
+                 mix_joint_forward: bool = True,
+                 mix_in_batch_negatives: bool = True,
+                 mix_target: str = 'soft',
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        if mix_weight < 0:
+            raise ValueError(f'model.mix_weight must be >= 0, got {mix_weight}')
+        self.mixer = Mixer(mix_lambda, mix_alpha, mix_lambda_scope, mix_pairing)
+        self.mix_loss = MixCoLoss(mix_temperature, mix_in_batch_negatives, mix_target)
+        self.mix_weight = mix_weight
+        self.mix_joint_forward = mix_joint_forward

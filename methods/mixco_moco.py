@@ -5,47 +5,18 @@ import torch
 from mmengine.registry import MODELS
 from torch import Tensor
 
-from .mixco import MixCoLoss, Mixer
+from .mixco import MixCoMixin
 from .moco import MoCo, info_nce
 
 
 @MODELS.register_module()
-class MixCoMoCo(MoCo):
+class MixCoMoCo(MixCoMixin, MoCo):
     """MoCo-v2 with the MixCo loss; overrides only the loss computation of `MoCo`.
 
-    Args:
-        mix_temperature: tau_mix (paper: 0.05; 1.0 on ImageNet).
-        mix_weight: beta, the weight of L_mix in the total loss (paper: 1).
-        mix_lambda: 'uniform' (paper) or 'beta'.
-        mix_alpha: Beta concentration for mix_lambda='beta'.
-        mix_lambda_scope: 'pair' (paper) or 'batch'.
-        mix_pairing: 'halves' (paper) or 'permutation'.
-        mix_joint_forward: One forward of cat(x_q, x_mix) so BN sees 1.5 B samples, as the
-            authors do (True), or a separate forward for the mixed images (False).
-        mix_in_batch_negatives: All 2M local keys in the mixed softmax (paper) or only each
-            row's two semi-positives plus the queue.
-        mix_target: 'soft' (paper) or 'weighted_hard' (i-Mix style, same value).
-        **kwargs: Arguments of `MoCo`.
+    Takes the arguments of `MixCoMixin`, with the paper's defaults (``mix_joint_forward=True``:
+    one forward of cat(x_q, x_mix), so BN sees 1.5 B samples, as the authors do; False: a
+    separate forward for the mixed images), and those of `MoCo`.
     """
-
-    def __init__(self,
-                 mix_temperature: float = 0.05,
-                 mix_weight: float = 1.0,
-                 mix_lambda: str = 'uniform',
-                 mix_alpha: float = 1.0,
-                 mix_lambda_scope: str = 'pair',
-                 mix_pairing: str = 'halves',
-                 mix_joint_forward: bool = True,
-                 mix_in_batch_negatives: bool = True,
-                 mix_target: str = 'soft',
-                 **kwargs) -> None:
-        super().__init__(**kwargs)
-        if mix_weight < 0:
-            raise ValueError(f'model.mix_weight must be >= 0, got {mix_weight}')
-        self.mixer = Mixer(mix_lambda, mix_alpha, mix_lambda_scope, mix_pairing)
-        self.mix_loss = MixCoLoss(mix_temperature, mix_in_batch_negatives, mix_target)
-        self.mix_weight = mix_weight
-        self.mix_joint_forward = mix_joint_forward
 
     def contrast(self, x_q: Tensor, x_k: Tensor, queue: Tensor) -> Tuple[Dict[str, Tensor], Tensor]:
         """Instance loss on (q, k) and mix loss on (q_mix, k); the same queue snapshot for both."""

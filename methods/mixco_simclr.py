@@ -6,7 +6,7 @@ import torch
 from mmengine.registry import MODELS
 from torch import Tensor
 
-from .mixco import MixCoLoss, Mixer
+from .mixco import MixCoMixin
 from .simclr import SimCLR, positive_accuracy
 
 
@@ -18,7 +18,7 @@ PASSES = {(False, False): [[0], [1], [2], [3]],  # the authors: four passes, in 
 
 
 @MODELS.register_module()
-class MixCoSimCLR(SimCLR):
+class MixCoSimCLR(MixCoMixin, SimCLR):
     """SimCLR with the MixCo loss; overrides only the loss computation of `SimCLR`.
 
     As the authors' simclr/pretrain.py: each view is mixed separately with its own lambda per
@@ -29,35 +29,19 @@ class MixCoSimCLR(SimCLR):
 
     Args:
         mix_temperature: tau_mix (0.5 in the authors' SimCLR scripts).
-        mix_weight: beta.
-        mix_lambda, mix_alpha, mix_lambda_scope, mix_pairing, mix_in_batch_negatives,
-        mix_target: As in `MixCoMoCo`.
         mix_joint_forward: False (authors): the mixed batches are encoded in passes of their
             own. True: each mixed batch joins the pass of its view (cat(x_a, mix_a) and
             cat(x_b, mix_b)), or the single pass with `joint_forward`.
-        **kwargs: Arguments of `SimCLR`. `joint_forward=True, mix_joint_forward=True` (one
-            pass over cat(x_a, x_b, mix_a, mix_b)) was this class's former default;
-            `joint_forward=True` alone gives two passes, (x_a, x_b) and (mix_a, mix_b).
+        **kwargs: The other arguments of `MixCoMixin`, then those of `SimCLR`.
+            `joint_forward=True, mix_joint_forward=True` (one pass over cat(x_a, x_b, mix_a,
+            mix_b)) was this class's former default; `joint_forward=True` alone gives two
+            passes, (x_a, x_b) and (mix_a, mix_b).
     """
 
-    def __init__(self,
-                 mix_temperature: float = 0.5,
-                 mix_weight: float = 1.0,
-                 mix_lambda: str = 'uniform',
-                 mix_alpha: float = 1.0,
-                 mix_lambda_scope: str = 'pair',
-                 mix_pairing: str = 'halves',
-                 mix_joint_forward: bool = False,
-                 mix_in_batch_negatives: bool = True,
-                 mix_target: str = 'soft',
+    def __init__(self, mix_temperature: float = 0.5, mix_joint_forward: bool = False,
                  **kwargs) -> None:
-        super().__init__(**kwargs)
-        if mix_weight < 0:
-            raise ValueError(f'model.mix_weight must be >= 0, got {mix_weight}')
-        self.mixer = Mixer(mix_lambda, mix_alpha, mix_lambda_scope, mix_pairing)
-        self.mix_loss = MixCoLoss(mix_temperature, mix_in_batch_negatives, mix_target)
-        self.mix_weight = mix_weight
-        self.mix_joint_forward = mix_joint_forward
+        super().__init__(mix_temperature=mix_temperature, mix_joint_forward=mix_joint_forward,
+                         **kwargs)
 
     def contrast(self, x_a: Tensor, x_b: Tensor) -> Dict[str, Tensor]:
         """NT-Xent on (z_a, z_b) plus the two halved mix losses."""

@@ -9,22 +9,17 @@ and medians reported, so the ratios hold even while the machine's speed drifts.
 """
 import argparse
 import json
-import os
 import sys
 import traceback
 from dataclasses import asdict, fields
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-os.environ.setdefault('KINETO_LOG_LEVEL', '5')  # before torch: silence the profiler's log lines
-
-from benchmark.atomic_io import atomic_write_text  # noqa: E402
-from benchmark.cli import (ArgumentParser, non_negative_int, output_dir,  # noqa: E402
-                                  output_file, run_tool)
-from benchmark.harness.speed.bench import HEADLINE, PARTS, run  # noqa: E402
-from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings  # noqa: E402
-from benchmark.harness.speed.report import markdown  # noqa: E402
-from benchmark.harness.speed.timing import Settings  # noqa: E402
+from benchmark.atomic_io import atomic_write_text
+from benchmark.cli import ArgumentParser, non_negative_int, output_dir, output_file, run_tool
+from benchmark.harness.speed.bench import HEADLINE, PARTS, run
+from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings
+from benchmark.harness.speed.report import markdown
+from benchmark.harness.speed.timing import Settings
 
 # --paper: one GPU, batch 128, 20,000 images, an epoch per configuration; the command line wins.
 PAPER = dict(depth=18, input_size=224, batch=128, small_stem=False, images=20000,

@@ -14,13 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The tools run as scripts, so the repository root is not on sys.path by default.
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmark.cli import ArgumentParser, run_tool  # noqa: E402
-from benchmark.reports.calibration import calibration_table  # noqa: E402
-from benchmark.suites.publish import check_page, publish  # noqa: E402
+from benchmark.cli import ArgumentParser, run_tool
+from benchmark.reports.calibration import calibration_table
+from benchmark.suites.publish import check_page, publish
 
 BLOCK = 'calibration'
 

@@ -10,20 +10,18 @@ import os.path as osp
 import sys
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
-
-import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
-                                  output_dir, positive_int, run_tool)
-from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
+import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark.cli import (ArgumentParser, existing_file, non_negative_int, output_dir,
+                           positive_int, run_tool)
+from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
                                            read_config, validate_config)
-from benchmark.engine.launch import config_identity, config_setting  # noqa: E402
-from benchmark.engine.progress import duration  # noqa: E402
-from benchmark.evaluation.device import eval_device  # noqa: E402
-from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation  # noqa: E402
-from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,  # noqa: E402
+from benchmark.engine.launch import config_identity, config_setting
+from benchmark.engine.progress import duration
+from benchmark.evaluation.device import eval_device
+from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation
+from benchmark.names import (DATA_NAMES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS,
                              PROTOCOL_ALIASES, protocol_name)
-from benchmark.reports.run_report import write_run_report  # noqa: E402
+from benchmark.reports.run_report import write_run_report
 
 
 def device_arg(text: str) -> str:

@@ -5,23 +5,17 @@ python tools/export.py work_dirs/mixco_r18_tiny --format torchvision --out mixco
 python tools/export.py authors.pth.tar --format torchvision --config configs/mixco_r18_tiny.py
 python tools/export.py random --format torchvision --config configs/mixco_r18_digits.py
 
-Writes the weights and, beside them, ``<weights>.json``: the build line, the load line, the
-evaluations' preprocessing, the run's config and provenance. Load them with
-``m = torchvision.models.resnet18(); m.fc = torch.nn.Identity();
-m.load_state_dict(torch.load('<weights>', weights_only=True))`` (see docs/evaluation.md).
+Writes the weights and, beside them, ``<weights>.json``: the line that builds the torchvision
+model they load into, the stem, the evaluations' normalisation and the checkpoint's sha256
+(see docs/evaluation.md).
 """
-import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
-
-import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.cli import ArgumentParser, existing_file, run_tool  # noqa: E402
-from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,  # noqa: E402
+import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark.cli import ArgumentParser, existing_file, run_tool
+from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
                                            read_config, validate_config)
-from benchmark.engine.export import (FORMATS, RANDOM, export_backbone,  # noqa: E402
-                                     require_format, resolve_checkpoint)
-from benchmark.layout import RESULTS_DIR  # noqa: E402
+from benchmark.engine.export import FORMATS, export_backbone
 
 
 def parse_args(argv=None):
@@ -39,16 +33,12 @@ def parse_args(argv=None):
     parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={},
                         help="overrides of --config (e.g. randomness.seed=1 for 'random')")
     parser.add_argument('--force', action='store_true', help='replace existing output files')
-    parser.add_argument('--results-dir', default=RESULTS_DIR, help='records of the checkpoint '
-                        'are looked up in DIR/runs/ for the provenance')
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    require_format(args.format)  # safetensors missing: one line before anything is read
-    checkpoint = resolve_checkpoint(args.checkpoint)
     if args.cfg_options and not args.config:
         raise ValueError('--cfg-options needs --config')
     config = None
@@ -59,13 +49,9 @@ def main(argv=None) -> int:
             validate_config(config)
         except ConfigError as err:
             raise ConfigError(f'{args.config}: {err}') from None
-    elif checkpoint == RANDOM:
-        raise ValueError("'random' needs --config: the encoder's depth, stem and seed come "
-                         'from it')
-    paths = export_backbone(checkpoint, args.format, args.out, config, args.force,
-                            args.results_dir)
+    paths = export_backbone(args.checkpoint, args.format, args.out, config, args.force)
     print(f'weights: {paths[0]}')
-    print(f'recipe and provenance: {paths[1]}')
+    print(f'sidecar: {paths[1]}')
     return 0
 
 

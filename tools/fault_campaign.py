@@ -13,11 +13,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
-
-from benchmark.harness.faults import campaign as fc  # noqa: E402
-from benchmark.data.fakes import make_fake_tiny_imagenet  # noqa: E402
-from benchmark.cli import ArgumentParser, non_negative_int, output_dir, run_tool  # noqa: E402
+from benchmark.harness.faults import campaign as fc
+from benchmark.data.fakes import make_fake_tiny_imagenet
+from benchmark.cli import ArgumentParser, non_negative_int, output_dir, run_tool
 
 
 def main(argv=None) -> int:

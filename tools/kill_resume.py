@@ -16,13 +16,11 @@ import os.path as osp
 import sys
 import tempfile
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
-
-from benchmark.atomic_io import atomic_write_text  # noqa: E402
-from benchmark.cli import (ArgumentParser, existing_dir, fail, non_negative_int,  # noqa: E402
-                                  one_line, output_file, positive_int, run_tool)
-from benchmark.engine.config.check import CfgOptionsAction, validate_config  # noqa: E402
-from benchmark.engine.launch import load_config  # noqa: E402
+from benchmark.atomic_io import atomic_write_text
+from benchmark.cli import (ArgumentParser, existing_dir, fail, non_negative_int, one_line,
+                           output_file, positive_int, run_tool)
+from benchmark.engine.config.check import CfgOptionsAction, validate_config
+from benchmark.engine.launch import load_config
 
 
 def parse_args(argv=None):

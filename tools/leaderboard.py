@@ -12,18 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The tools run as scripts, so the repository root is not on sys.path by default.
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmark.cli import ArgumentParser, existing_dir, existing_file, run_tool  # noqa: E402
-from benchmark.layout import PAPER_RESULTS, RESULTS_DIR  # noqa: E402
-from benchmark.reports.render import render_leaderboard  # noqa: E402
+from benchmark.cli import ArgumentParser, existing_dir, existing_file, run_tool
+from benchmark.layout import PAPER_RESULTS, REPO_ROOT, RESULTS_DIR
+from benchmark.reports.render import render_leaderboard
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--results-dir', default=str(ROOT / RESULTS_DIR), type=existing_dir,
+    parser.add_argument('--results-dir', default=str(REPO_ROOT / RESULTS_DIR), type=existing_dir,
                         help='folder with runs/*.json; the tables are written here')
     parser.add_argument('--paper', default=str(PAPER_RESULTS),
                         type=lambda t: t if t.lower() == 'none' else existing_file(t),

@@ -14,12 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-# The tools run as scripts, so the repository root is not on sys.path by default.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmark.data import (CIFAR10, CIFAR100, DataRootError, Digits,  # noqa: E402
-                                ImageFolderDataset, TinyImageNet)
-from benchmark.cli import ArgumentParser, output_dir, run_tool  # noqa: E402
+from benchmark.data import (CIFAR10, CIFAR100, DataRootError, Digits, ImageFolderDataset,
+                            TinyImageNet)
+from benchmark.cli import ArgumentParser, output_dir, run_tool
 
 TINY_URL = 'http://cs231n.stanford.edu/tiny-imagenet-200.zip'
 TINY_MD5 = '90528d7ca1a48142e341f4ef8d21d0de'

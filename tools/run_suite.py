@@ -16,13 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
-import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark.cli import (ArgumentParser, existing_file, non_negative_int,  # noqa: E402
-                                  output_dir, positive_int, run_tool)
-from benchmark.suites.suite import run_suite  # noqa: E402
-from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS  # noqa: E402
+import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark.cli import (ArgumentParser, existing_file, non_negative_int, output_dir,
+                           positive_int, run_tool)
+from benchmark.suites.suite import run_suite
+from benchmark.layout import PAPER_RESULTS, RESULTS_DIR, WORK_DIRS
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -7,32 +7,29 @@ process, 143 pre-empted (docs/crash-safety.md).
 """
 import argparse
 import contextlib
-import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from a checkout
+from mmengine.runner import Runner
 
-from mmengine.runner import Runner  # noqa: E402
-
-import benchmark.components  # noqa: E402,F401  registers every type a config can name
-from benchmark import dist  # noqa: E402
-from benchmark.engine.channels_last import use_channels_last_wrapper  # noqa: E402
-from benchmark.atomic_io import no_space_left  # noqa: E402
-from benchmark.engine.checkpoint_hook import (DISK_FULL_EXIT_CODE, DiskFullError,  # noqa: E402
+import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark import dist
+from benchmark.engine.channels_last import use_channels_last_wrapper
+from benchmark.atomic_io import no_space_left
+from benchmark.engine.checkpoint_hook import (DISK_FULL_EXIT_CODE, DiskFullError,
                                               full_disk_line)
-from benchmark.engine.checkpoints import check_resume_fits  # noqa: E402
-from benchmark.cli import ArgumentParser, fail, one_line  # noqa: E402
-from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed  # noqa: E402
-from benchmark.engine.config.check import CfgOptionsAction, validate_config  # noqa: E402
-from benchmark.engine.launch import (check_data, config_identity, config_setting,  # noqa: E402
+from benchmark.engine.checkpoints import check_resume_fits
+from benchmark.cli import ArgumentParser, fail, one_line
+from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
+from benchmark.engine.config.check import CfgOptionsAction, validate_config
+from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError  # noqa: E402
-from benchmark.engine.preemption import tell_launcher  # noqa: E402
-from benchmark.engine.progress import ProgressHook  # noqa: E402
-from benchmark.engine.tracking import configure_wandb  # noqa: E402
-from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,  # noqa: E402
+from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError
+from benchmark.engine.preemption import tell_launcher
+from benchmark.engine.progress import ProgressHook
+from benchmark.engine.tracking import configure_wandb
+from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,
                                             check_work_dir_free, hold_work_dir, release_work_dir)
-from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence  # noqa: E402
+from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
 
 
 def parse_args(argv=None) -> argparse.Namespace:

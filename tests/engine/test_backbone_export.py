@@ -1,35 +1,31 @@
 """Exported encoders: torchvision's ResNet built by the sidecar's line takes the weights with
 strict=True and computes the evaluations' features, for a real training checkpoint (small
 stem), the random encoder, the authors' and torchvision layouts and ResNet-50; the sidecar
-holds the recipe, preprocessing, config and provenance; bad input is one line and writes
+holds the stem, the normalisation and the checkpoint's sha256; bad input is one line and writes
 nothing."""
 import json
 import logging
 import os
-import sys
 
 import pytest
-import safetensors
 import safetensors.torch
 import torch
 import torchvision
 from mmengine.logging import MMLogger
-from PIL import Image
 
 import benchmark.evaluation.evaluate as evaluate_module
 from benchmark.data.views import build_view
 from benchmark.engine import export
 from benchmark.engine.compat import manager_instances
 from benchmark.engine.config.check import merge_options, read_config
-from benchmark.engine.export import (RANDOM, build_from_statement, build_statement,
-                                     export_backbone, export_run, resnet_recipe)
+from benchmark.engine.export import RANDOM, build_line, export_backbone, export_run
 from benchmark.evaluation.features import extract_features
-from benchmark.reports.records import build_record, write_record
 from methods.backbones import build_resnet
 from tests.conftest import ROOT, tiny_backbone
 from tools import train
 
 CONFIG = 'configs/mixco_r18_tiny.py'
+CONFIG_R18 = str(ROOT / CONFIG)  # ResNet-18, ImageNet stem
 SIZE = 16
 
 
@@ -75,16 +71,17 @@ def evaluated_backbone(monkeypatch, cfg, checkpoint: str) -> torch.nn.Module:
     return seen[0]
 
 
-def loaded_export(paths, monkeypatch) -> torch.nn.Module:
-    """What a user types: the sidecar's build line, then its load line, in the export's folder."""
+def loaded_export(paths) -> torch.nn.Module:
+    """What a user types: the sidecar's build line, then torch's or safetensors' load."""
     sidecar = json.loads(open(paths[1]).read())
-    assert os.path.basename(paths[0]) == sidecar['weights']
-    scope = {'torch': torch, 'torchvision': torchvision, 'safetensors': safetensors}
+    scope = {'torch': torch, 'torchvision': torchvision}
     exec(sidecar['build'], scope)
-    monkeypatch.chdir(os.path.dirname(paths[0]))
-    result = eval(sidecar['load'], scope)  # load_state_dict's strict=True is its default
+    model = scope['m']
+    load = (safetensors.torch.load_file if paths[0].endswith('.safetensors')
+            else lambda path: torch.load(path, weights_only=True))
+    result = model.load_state_dict(load(paths[0]))  # strict=True is its default
     assert not result.missing_keys and not result.unexpected_keys
-    return scope['m']
+    return model
 
 
 def features(model: torch.nn.Module, size: int = SIZE, n: int = 6) -> torch.Tensor:
@@ -98,65 +95,32 @@ def features(model: torch.nn.Module, size: int = SIZE, n: int = 6) -> torch.Tens
 @pytest.mark.parametrize('fmt', ['torchvision', 'safetensors'])
 def test_trained_checkpoint_exports_the_evaluated_encoder(trained, fmt, tmp_path, monkeypatch):
     work, cfg = trained
-    paths = export_run(work, fmt, str(tmp_path), results_dir=None)
+    paths = export_run(work, fmt, str(tmp_path))  # the config comes from the checkpoint's meta
     assert paths == [str(tmp_path / f'epoch_1_backbone{export.FORMATS[fmt]}'),
                      str(tmp_path / f'epoch_1_backbone{export.FORMATS[fmt]}.json')]
     sidecar = json.loads(open(paths[1]).read())
-    assert (sidecar['arch'], sidecar['stem'], sidecar['feature_dim']) == ('resnet18', 'small', 512)
-    assert 'm.maxpool = torch.nn.Identity()' in sidecar['build']
-    model = loaded_export(paths, monkeypatch)
+    assert sidecar['stem'] == 'small' and sidecar['build'] == build_line(18, True)
+    assert sidecar['checkpoint_sha256'] == export.sha256_of(os.path.join(work, 'epoch_1.pth'))
+    model = loaded_export(paths)
     reference = evaluated_backbone(monkeypatch, cfg, os.path.join(work, 'epoch_1.pth'))
     torch.testing.assert_close(features(model), features(reference), rtol=1e-6, atol=1e-6)
     assert features(model).shape == (6, 512)
 
 
-def test_sidecar_holds_config_provenance_and_preprocessing(trained, tmp_path):
-    work, cfg = trained
-    checkpoint = os.path.join(work, 'epoch_1.pth')
-    paths = export_run(checkpoint, 'safetensors', str(tmp_path), results_dir=None)
-    sidecar = json.loads(open(paths[1]).read())
-    meta = torch.load(checkpoint, weights_only=False)['meta']
-    assert sidecar['config'] == dict(source='checkpoint meta', text=meta['cfg'])
-    prov = sidecar['provenance']
-    assert prov['checkpoint'] == os.path.abspath(checkpoint)
-    assert prov['checkpoint_sha256'] == export.sha256_of(checkpoint)
-    assert (prov['layout'], prov['method'], prov['backbone']) == ('mixco-bench', 'mixco',
-                                                                  'resnet18')
-    assert (prov['epoch'], prov['iter'], prov['seed'], prov['world_size']) == (1, 4, 0, 1)
-    assert prov['training']['git_commit'] == meta['mmengine_version'][-40:]
-    assert prov['exported']['versions']['torch'] == torch.__version__.split('+')[0]
-    assert sidecar['weights_sha256'] == export.sha256_of(paths[0])
-    # The test view of the evaluations, as torchvision transforms a user can type.
-    transform = eval(sidecar['preprocess']['transform'], {'torchvision': torchvision})
-    image = Image.fromarray((torch.rand(40, 30, 3) * 255).byte().numpy())
-    assert torch.equal(transform(image), build_view('test', SIZE)(image))
-    with safetensors.safe_open(paths[0], 'pt') as handle:
-        assert handle.metadata()['build'] == sidecar['build']
-
-
-def test_records_of_the_checkpoint_join_the_provenance(trained, tmp_path, monkeypatch):
-    work, _ = trained
-    checkpoint = os.path.join(work, 'epoch_1.pth')
-    record = build_record(method='mixco', backbone='resnet18', pretrain_data='tiny-imagenet',
-                          pretrain_epochs=1, eval_data='tiny-imagenet', seed=0, world_size=1,
-                          total_batch=8, checkpoint=checkpoint,
-                          protocols={'knn': dict(settings={}, metrics=dict(top1=50.0))})
-    write_record(record, str(tmp_path / 'results'))
-    out = tmp_path / 'out'
-    paths = export_run(work, 'torchvision', str(out), results_dir=str(tmp_path / 'results'))
-    found = json.loads(open(paths[1]).read())['provenance']['records']
-    assert [r['id'] for r in found] == [record['id']] and found[0]['git'] == record['git']
+def test_sidecar_normalisation_is_the_evaluations_test_view(trained, tmp_path):
+    paths = export_run(trained[0], 'torchvision', str(tmp_path))
+    normalize = json.loads(open(paths[1]).read())['normalize']
+    view = build_view('test', SIZE).transforms[-1]  # resize, crop, to tensor, normalize
+    assert (normalize['mean'], normalize['std']) == (list(view.mean), list(view.std))
 
 
 @pytest.mark.parametrize('fmt', ['torchvision', 'safetensors'])
 def test_random_encoder_is_the_one_eval_tool_evaluates(trained, fmt, tmp_path, monkeypatch):
     _, cfg = trained
-    paths = export_backbone(RANDOM, fmt, str(tmp_path / 'r'), cfg, results_dir=None)
-    sidecar = json.loads(open(paths[1]).read())
-    assert sidecar['provenance']['method'] == 'random_init'
-    assert sidecar['provenance']['checkpoint'] is None
+    paths = export_backbone(RANDOM, fmt, str(tmp_path / f'r{export.FORMATS[fmt]}'), cfg)
+    assert json.loads(open(paths[1]).read())['checkpoint_sha256'] is None
     reference = evaluated_backbone(monkeypatch, cfg, 'random')
-    torch.testing.assert_close(features(loaded_export(paths, monkeypatch)), features(reference),
+    torch.testing.assert_close(features(loaded_export(paths)), features(reference),
                                rtol=1e-6, atol=1e-6)
 
 
@@ -185,23 +149,21 @@ def test_other_layouts_and_depths(depth, layout, tmp_path, monkeypatch):
     path = tmp_path / f'{layout}.pth'
     torch.save(state, path)
     cfg = read_config(str(ROOT / f'configs/mixco_r{depth}_tiny.py'))
-    paths = export_backbone(str(path), 'safetensors', None, cfg, results_dir=None)
+    paths = export_backbone(str(path), 'safetensors', None, cfg)
     assert paths[0] == str(tmp_path / f'{layout}_backbone.safetensors')
-    sidecar = json.loads(open(paths[1]).read())
-    assert sidecar['provenance']['layout'] == {'authors': 'moco-authors'}.get(layout, layout)
-    assert sidecar['config']['source'].endswith(f'mixco_r{depth}_tiny.py')
+    assert json.loads(open(paths[1]).read())['stem'] == 'imagenet'
     reference = evaluated_backbone(monkeypatch, cfg, str(path))
-    torch.testing.assert_close(features(loaded_export(paths, monkeypatch), 32, 2),
+    torch.testing.assert_close(features(loaded_export(paths), 32, 2),
                                features(reference, 32, 2), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize('depth', [18, 34, 50])
 @pytest.mark.parametrize('small', [False, True])
-def test_recipe_is_read_from_the_weights_and_builds_build_resnet(depth, small):
-    state = build_resnet(depth, small).state_dict()
-    assert resnet_recipe(state) == (depth, small)
-    model = build_from_statement(build_statement(depth, small))
-    model.load_state_dict(state, strict=True)
+def test_build_line_builds_build_resnet(depth, small):
+    scope = {'torch': torch, 'torchvision': torchvision}
+    exec(build_line(depth, small), scope)
+    model = scope['m']
+    model.load_state_dict(build_resnet(depth, small).state_dict(), strict=True)
     assert str(model) == str(build_resnet(depth, small))  # same layers, strides and paddings
 
 
@@ -222,22 +184,22 @@ def test_output_exists_is_refused_unless_forced(resnet_checkpoint, tmp_path):
     out.parent.mkdir()
     (tmp_path / 'out' / 'model.pth.json').write_text('mine')
     with pytest.raises(FileExistsError, match=r'model\.pth\.json exists already; pass --force'):
-        export_backbone(resnet_checkpoint, 'torchvision', str(out), results_dir=None)
+        export_backbone(resnet_checkpoint, 'torchvision', str(out))
     assert sorted(os.listdir(out.parent)) == ['model.pth.json']
     assert (tmp_path / 'out' / 'model.pth.json').read_text() == 'mine'
-    paths = export_backbone(resnet_checkpoint, 'torchvision', str(out), force=True,
-                            results_dir=None)
-    assert json.loads(open(paths[1]).read())['weights'] == 'model.pth'
+    paths = export_backbone(resnet_checkpoint, 'torchvision', str(out), CONFIG_R18, force=True)
+    assert paths == [str(out), f'{out}.json']
     assert sorted(os.listdir(out.parent)) == ['model.pth', 'model.pth.json']
 
 
 @pytest.mark.parametrize('case,words', [
     ('missing', ['nope.pth', 'not found']),
     ('no_backbone', ['unknown checkpoint layout']),
-    ('not_resnet', ['not a torchvision ResNet']),
+    ('not_resnet', ['does not fit the backbone', 'depth, small_stem']),
     ('format', ["'onnx' unknown", 'torchvision, safetensors']),
     ('random_without_config', ["'random' needs --config"]),
-    ('config_mismatch', ['resnet50', 'holds resnet18']),
+    ('no_config', ['epoch_2.pth holds no config', '--config']),
+    ('config_mismatch', ['epoch_2.pth', 'does not fit the backbone', 'layer1.0.conv3.weight']),
     ('empty_work_dir', ['holds no checkpoint']),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(case, words, resnet_checkpoint, tmp_path):
@@ -248,51 +210,32 @@ def test_bad_input_is_one_line_and_writes_nothing(case, words, resnet_checkpoint
     if case == 'not_resnet':
         torch.save({'state_dict': {f'backbone.{k}': v
                                    for k, v in tiny_backbone().state_dict().items()}}, bad)
-    source, fmt, config = str(bad), 'torchvision', None
+    source, fmt, config = str(bad), 'torchvision', CONFIG_R18
     if case == 'missing':
         source = str(tmp_path / 'nope.pth')
     elif case == 'format':
         source, fmt = resnet_checkpoint, 'onnx'
     elif case == 'random_without_config':
-        source = RANDOM
+        source, config = RANDOM, None
+    elif case == 'no_config':
+        source, config = resnet_checkpoint, None
     elif case == 'config_mismatch':
         source, config = resnet_checkpoint, str(ROOT / 'configs/mixco_r50_tiny.py')
     elif case == 'empty_work_dir':
         source = str(out)
         out.mkdir()
     with pytest.raises((ValueError, OSError)) as err:
-        export_run(source, fmt, str(out), config=config, results_dir=None)
+        export_run(source, fmt, str(out), config=config)
     message = str(err.value)
     assert '\n' not in message and all(w in message for w in words), message
     assert not out.exists() or not os.listdir(out)
 
 
-def test_safetensors_missing_names_the_pip_line(resnet_checkpoint, monkeypatch):
-    monkeypatch.setitem(sys.modules, 'safetensors', None)  # import safetensors fails
-    monkeypatch.setitem(sys.modules, 'safetensors.torch', None)
-    with pytest.raises(ValueError, match='pip install safetensors'):
-        export_run(resnet_checkpoint, 'safetensors', results_dir=None)
-    assert os.listdir(os.path.dirname(resnet_checkpoint)) == ['epoch_2.pth']
-
-
 def test_no_weights_stay_without_their_sidecar(resnet_checkpoint, monkeypatch):
-    write = export.write_file
-
-    def failing(path, data, force):
-        if path.endswith('.json'):
-            raise OSError('No space left on device')
-        return write(path, data, force)
-    monkeypatch.setattr(export, 'write_file', failing)
+    def full_disk(path, *args, **kwargs):  # the sidecar is created, then its write fails
+        open(path, *args, **kwargs).close()
+        raise OSError('No space left on device')
+    monkeypatch.setattr(export, 'open', full_disk, raising=False)
     with pytest.raises(OSError, match='No space'):
-        export_run(resnet_checkpoint, 'torchvision', results_dir=None)
+        export_run(resnet_checkpoint, 'torchvision', config=CONFIG_R18)
     assert os.listdir(os.path.dirname(resnet_checkpoint)) == ['epoch_2.pth']
-
-
-def test_write_file_never_replaces_a_file_unless_forced(tmp_path):
-    path = str(tmp_path / 'w.pth')
-    export.write_file(path, b'first', force=False)
-    with pytest.raises(FileExistsError):  # a file that appeared after the check stays
-        export.write_file(path, b'second', force=False)
-    assert open(path, 'rb').read() == b'first'
-    export.write_file(path, b'third', force=True)
-    assert open(path, 'rb').read() == b'third'

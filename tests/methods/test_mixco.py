@@ -1,4 +1,5 @@
-"""MixCo math (methods/mixco.py) against naive float64 loops from paper eq. 3 and docs/design.md."""
+"""MixCo math (methods/mixco.py) against naive float64 loops from paper eq. 3 and docs/design.md;
+MixCo's arguments, one constructor for both MixCo models."""
 import math
 
 import numpy as np
@@ -8,12 +9,15 @@ import torch.nn.functional as F
 
 from methods.mixco import (
     MixCoLoss,
+    MixCoMixin,
     Mixer,
     mix_pairs,
     mix_targets,
     mixco_loss,
     sample_lambda,
 )
+from methods.mixco_moco import MixCoMoCo
+from methods.mixco_simclr import MixCoSimCLR
 
 TAUS = (0.05, 0.2, 1.0)
 
@@ -333,3 +337,27 @@ def test_mixer_rejects_odd_batch_and_bad_options():
         Mixer(pairing='random')
     with pytest.raises(ValueError):
         Mixer(distribution='beta', alpha=0.0)
+
+
+# ----------------------------------------------------------------------------- MixCo's arguments
+def test_both_mixco_models_take_one_constructor_with_their_own_defaults(tiny_backbones):
+    moco, simclr = MixCoMoCo(queue_size=16), MixCoSimCLR()
+    assert MixCoMixin in MixCoMoCo.__mro__ and MixCoMixin in MixCoSimCLR.__mro__
+    assert (moco.mix_loss.temperature, moco.mix_joint_forward) == (0.05, True)  # the paper's
+    assert (simclr.mix_loss.temperature, simclr.mix_joint_forward) == (0.5, False)  # authors'
+    for model in (moco, simclr):
+        assert (model.mix_weight, model.mix_loss.in_batch_negatives, model.mix_loss.target_mode,
+                vars(model.mixer)) == (1.0, True, 'soft', dict(distribution='uniform', alpha=1.0,
+                                                               scope='pair', pairing='halves'))
+
+
+@pytest.mark.parametrize('cls', [MixCoMoCo, MixCoSimCLR])
+@pytest.mark.parametrize('option,words', [
+    (dict(mix_weight=-1.0), 'mix_weight must be >= 0'), (dict(mix_lambda='gauss'), 'mix_lambda'),
+    (dict(mix_alpha=0.0), 'mix_alpha must be > 0'), (dict(mix_pairing='random'), 'mix_pairing'),
+    (dict(mix_lambda_scope='step'), 'mix_lambda_scope'), (dict(mix_target='hard'), 'target_mode'),
+    (dict(mix_temperature=0.0), 'temperature must be > 0'),
+])
+def test_both_mixco_models_refuse_bad_mix_arguments_alike(cls, option, words, tiny_backbones):
+    with pytest.raises(ValueError, match=words):
+        cls(**option)

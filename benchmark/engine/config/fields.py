@@ -40,7 +40,7 @@ OWN_DIR = Free("a folder; created when first written (None: the run's work_dir)"
 STORAGE = Free("mmengine's storage backend arguments (None: local files)")
 
 
-MIX = dict(  # MixCo on MoCo-v2 and on SimCLR (methods/mixco_moco.py, mixco_simclr.py)
+MIX = dict(  # MixCo's arguments, of MixCo on MoCo-v2 and on SimCLR (methods/mixco.py)
     mix_temperature=positive, mix_weight=non_negative,
     mix_lambda=one_of(LAMBDA_DISTRIBUTIONS), mix_alpha=positive,
     mix_lambda_scope=one_of(LAMBDA_SCOPES), mix_pairing=one_of(PAIRINGS),
@@ -138,10 +138,9 @@ FIELDS: Dict[str, Dict[str, Rule]] = {
                               temperature=positive, head_batch_norm=flag,
                               shuffle_bn=one_of(SHUFFLE_BN_MODES, 'shuffle_bn mode'),
                               bn_splits=SIZE),  # check._check_bn_splits: it divides the batch
-    'methods.mixco_moco.MixCoMoCo': MIX,
+    'methods.mixco.MixCoMixin': MIX,  # MixCoMoCo and MixCoSimCLR take them (as a base)
     'methods.simclr.SimCLR': dict(feature_dim=SIZE, temperature=positive, joint_forward=flag,
                                   head_batch_norm=flag, gather_negatives=flag, sync_bn=flag),
-    'methods.mixco_simclr.MixCoSimCLR': MIX,
     'methods.imix.IMixMoCo': dict(mix_alpha=positive, mix_lambda_scope=one_of(LAMBDA_SCOPES),
                                   mix_lambda_fold=flag),
     'methods.unmix.UnMixMoCo': dict(mix_alpha=positive, mix_schedule=one_of(SCHEDULES),

@@ -1,8 +1,13 @@
-"""benchmark.harness.speed.timing: alternation, paired ratios, storage bytes, CPU peak growth."""
+"""benchmark.harness.speed.timing: alternation, paired ratios, storage bytes, CPU peak growth;
+the package's quiet profiler."""
+import importlib
+import os
+
 import pytest
 import torch
 from torch import nn
 
+import benchmark.harness.speed as speed
 from benchmark.harness.speed import timing
 from benchmark.harness.speed.timing import (Settings, cpu_peak_growth, in_turn, own_bytes,
                                       paired_ratio, step_peak_bytes, timed)
@@ -79,3 +84,15 @@ def test_settings_defaults_of_the_new_parts():
     assert (s.pipeline_iters, s.images, s.data_dir, tuple(s.configs), s.paper) == (
         20, None, None, (), False)
     assert (s.views_native, s.views_repeats) == (64, 5)
+
+
+def test_the_speed_package_quiets_the_profiler_unless_told_otherwise(monkeypatch):
+    """tools/benchmark_speed.py reaches torch through this package, whose __init__ sets kineto's
+    log level first (the profiler of `timing` logs a line per trace otherwise); a level the
+    user set stays."""
+    monkeypatch.delenv('KINETO_LOG_LEVEL', raising=False)
+    importlib.reload(speed)
+    assert os.environ['KINETO_LOG_LEVEL'] == '5'
+    monkeypatch.setenv('KINETO_LOG_LEVEL', '1')
+    importlib.reload(speed)
+    assert os.environ['KINETO_LOG_LEVEL'] == '1'
