@@ -82,6 +82,7 @@ class SuiteRunner:
         out: Where progress lines go.
         env: Environment of the children (default: this process's, PYTHON set to this one).
         parallel: Local runs at once (each in its own slot).
+        wait: SLURM: wait for the submitted array to end.
 
     Raises:
         SuiteError: A bad launcher setting (before anything starts).
@@ -89,8 +90,8 @@ class SuiteRunner:
 
     def __init__(self, suite: Suite, launcher: str = 'local', partition: Optional[str] = None,
                  out: Callable[..., None] = print, env: Optional[Dict[str, str]] = None,
-                 parallel: int = 1) -> None:
-        self.suite, self.launcher, self.out = suite, launcher, out
+                 parallel: int = 1, wait: bool = False) -> None:
+        self.suite, self.launcher, self.out, self.wait = suite, launcher, out, wait
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault('PYTHON', sys.executable)
         self.slurm = dict(suite.slurm)
