@@ -98,11 +98,10 @@ ONE = "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0]\n"
 
 
 def _runner(suite_from_text, name):
-    """A runner of a one-run suite whose lines go to its `.lines`, and the run."""
+    """A runner of a one-run suite, its run, and the list its lines go to."""
     lines = []
     runner = SuiteRunner(suite_from_text(ONE, name), out=lines.append)
-    runner.lines = lines
-    return runner, runner.suite.runs[0]
+    return runner, runner.suite.runs[0], lines
 
 
 def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from_text, holder,
@@ -110,7 +109,7 @@ def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from
     """Passed over (back to the end of the queue), then, the queue back at it, waited for while
     the runner looks at its slots; once the other process lets go, planned again under the
     claim and carried out as planned then."""
-    runner, run = _runner(suite_from_text, 'held.py')
+    runner, run, lines = _runner(suite_from_text, 'held.py')
     proc = holder(run.work_dir)
     monkeypatch.setattr(runner, 'replan', lambda plan: RunPlan(  # what the other process left
         plan.run, 'resume', checkpoint='epoch_1.pth'))
@@ -126,7 +125,6 @@ def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from
             proc.wait()
     monkeypatch.setattr(runner.status, 'show', the_other_finishes)
     (outcome,) = runner.run([RunPlan(run, 'start')])
-    lines = runner.lines
     assert HELD_BY.search(lines[0]).group(1) == str(proc.pid), lines
     assert lines[0].startswith(f'[1/1] {run.name}: claimed by another suite process (pid ')
     assert lines[0].endswith('; coming back to it at the end')
@@ -137,20 +135,20 @@ def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from
 
 
 def test_a_wait_ends_when_the_suite_is_interrupted(suite_from_text, holder, monkeypatch):
-    runner, run = _runner(suite_from_text, 'stop.py')
+    runner, run, lines = _runner(suite_from_text, 'stop.py')
     holder(run.work_dir)
     runner.passed.add(1)  # the second visit
     monkeypatch.setattr(runner.status, 'show', lambda running, pending: setattr(
         runner, 'interrupted', signal.SIGTERM))
     (outcome,) = runner.run([RunPlan(run, 'start')])
     assert outcome.state == 'interrupted' and not outcome.ok
-    assert len(runner.lines) == 1 and runner.lines[0].endswith('; waiting for it')
+    assert len(lines) == 1 and lines[0].endswith('; waiting for it')
 
 
 def test_a_run_without_work_is_not_claimed(suite_from_text):
-    runner, run = _runner(suite_from_text, 'done.py')
+    runner, run, lines = _runner(suite_from_text, 'done.py')
     (outcome,) = runner.run([RunPlan(run, 'done')])
-    assert outcome.state == 'done' and runner.lines == [f'[1/1] {run.name}: done (records exist)']
+    assert outcome.state == 'done' and lines == [f'[1/1] {run.name}: done (records exist)']
     assert not (Path(run.work_dir) / CLAIM_FILE).exists()
 
 
