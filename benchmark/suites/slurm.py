@@ -393,7 +393,7 @@ def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
                    f'({what}); log {job.paths.stdout}')
         outcomes[index] = Outcome(plan.run, 'submitted', log=str(job.paths.stdout),
                                   job=job.job_id)
-    if local or getattr(runner, 'wait', False):
+    if local or runner.wait:
         runner.out(f'waiting for {len(jobs)} task(s)')
         for (index, plan), job in zip(todo, jobs):
             outcomes[index] = _finished(runner, index, plan, job)

@@ -75,8 +75,7 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
             raise SuiteError(str(err)) from None
     chosen = set(select(suite, only))
     runner = SuiteRunner(suite, launcher, partition, out=out,  # checks the launcher's settings
-                         parallel=parallel)
-    runner.wait = wait  # read by benchmark.suites.slurm
+                         parallel=parallel, wait=wait)
     plans = plan_suite(suite, read_suite_records(suite.record_dirs))
     mine = [p for p in plans if p.run.name in chosen]
     variants = len({(r.config, r.variant_label) for r in suite.runs})

@@ -7,16 +7,16 @@ import re
 import signal
 import subprocess
 import sys
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
 import benchmark.components  # noqa: F401
 from benchmark.engine.work_dir_lock import TRAINER_LOCK, FileLock
-from benchmark.suites.claim import CLAIM_FILE, PASSED_OVER, RunClaim, RunClaims
-from benchmark.suites.outcome import Outcome
+from benchmark.suites.claim import CLAIM_FILE, RunClaim
 from benchmark.suites.plan import RunPlan
 from benchmark.suites.runner import SuiteRunner
+from benchmark.suites.status import StatusLines
 from benchmark.suites.suite import run_suite
 
 # Holds a claim (or, with 'trainer', a trainer lock) until its stdin closes or FILE appears.
@@ -52,10 +52,6 @@ def holder(subprocess_env, tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-
-
-def _plan(work_dir, train='start'):
-    return RunPlan(SimpleNamespace(work_dir=str(work_dir), name='r'), train)
 
 
 def test_a_run_claimed_by_another_process_is_refused_naming_it(tmp_path, holder):
@@ -98,68 +94,62 @@ def test_the_suites_own_claim_does_not_stop_its_trainer(tmp_path):
         claim.give_up()
 
 
-class Carried:
-    """A run's generator as the runner's: yields `steps` times, then the plan's outcome."""
-
-    def __init__(self, steps=2):
-        self.plans, self.steps = [], steps
-
-    def __call__(self, plan):
-        self.plans.append(plan)
-        for _ in range(self.steps):
-            yield
-        return Outcome(plan.run, 'started')
+ONE = "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0]\n"
 
 
-def _drive(gen, each_step=lambda: None):
-    """Step a generator to its end; its return value."""
-    try:
-        while True:
-            next(gen)
-            each_step()
-    except StopIteration as stop:
-        return stop.value
+def _runner(suite_from_text, name):
+    """A runner of a one-run suite, its run, and the list its lines go to."""
+    lines = []
+    runner = SuiteRunner(suite_from_text(ONE, name), out=lines.append)
+    return runner, runner.suite.runs[0], lines
 
 
-def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(tmp_path, holder):
-    proc = holder(tmp_path)
-    lines, queue, carried = [], [], Carried()
-    claims = RunClaims(None, lines.append, requeue=queue.append)
-    claims.replan = lambda plan: _plan(tmp_path, 'resume')  # what the other process left
-    plan = _plan(tmp_path)
-    first = _drive(claims.run(1, 2, plan, carried))
-    assert first.state == PASSED_OVER and queue == [(1, plan)] and carried.plans == []
-    assert lines[0].startswith('[1/2] r: claimed by another suite process (pid ')
-    assert lines[0].endswith('; coming back to it at the end')
+def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from_text, holder,
+                                                                       monkeypatch):
+    """Passed over (back to the end of the queue), then, the queue back at it, waited for while
+    the runner looks at its slots; once the other process lets go, planned again under the
+    claim and carried out as planned then."""
+    runner, run, lines = _runner(suite_from_text, 'held.py')
+    proc = holder(run.work_dir)
+    monkeypatch.setattr(runner, 'replan', lambda plan: RunPlan(  # what the other process left
+        plan.run, 'resume', checkpoint='epoch_1.pth'))
+    trained = []
+    monkeypatch.setattr(runner, 'train_command',
+                        lambda plan: trained.append(plan.train) or ['true'])
     waits = []
 
-    def the_other_finishes():  # after a few steps of waiting
+    def the_other_finishes(running, pending):  # after a few looks at the slots
         waits.append(1)
         if len(waits) == 3:
             proc.release.touch()
             proc.wait()
-    second = _drive(claims.run(1, 2, plan, carried), the_other_finishes)
-    assert lines[1].endswith('; waiting for it') and len(lines) == 2
-    assert len(waits) >= 3 + carried.steps and second.state == 'started'
-    assert [p.train for p in carried.plans] == ['resume']  # planned again under the claim
-    assert FileLock(str(tmp_path / CLAIM_FILE)).probe() is None  # given up afterwards
+    monkeypatch.setattr(runner.status, 'show', the_other_finishes)
+    (outcome,) = runner.run([RunPlan(run, 'start')])
+    assert HELD_BY.search(lines[0]).group(1) == str(proc.pid), lines
+    assert lines[0].startswith(f'[1/1] {run.name}: claimed by another suite process (pid ')
+    assert lines[0].endswith('; coming back to it at the end')
+    assert lines[1].endswith('; waiting for it') and HELD_BY.search(lines[1])
+    assert lines[2].startswith(f'[1/1] {run.name}: resumed from epoch_1.pth; log ')
+    assert len(waits) >= 3 and trained == ['resume'] and outcome.state == 'resumed'
+    assert FileLock(str(Path(run.work_dir) / CLAIM_FILE)).probe() is None  # given up afterwards
 
 
-def test_a_wait_ends_when_the_suite_is_interrupted(tmp_path, holder):
-    holder(tmp_path)
-    stopped = []
-    claims = RunClaims(None, print, requeue=lambda item: None, stop=lambda: bool(stopped))
-    claims.passed.add(1)  # the second visit
-    outcome = _drive(claims.run(1, 1, _plan(tmp_path), Carried()), lambda: stopped.append(1))
+def test_a_wait_ends_when_the_suite_is_interrupted(suite_from_text, holder, monkeypatch):
+    runner, run, lines = _runner(suite_from_text, 'stop.py')
+    holder(run.work_dir)
+    runner.passed.add(1)  # the second visit
+    monkeypatch.setattr(runner.status, 'show', lambda running, pending: setattr(
+        runner, 'interrupted', signal.SIGTERM))
+    (outcome,) = runner.run([RunPlan(run, 'start')])
     assert outcome.state == 'interrupted' and not outcome.ok
+    assert len(lines) == 1 and lines[0].endswith('; waiting for it')
 
 
-def test_a_run_without_work_is_not_claimed(tmp_path):
-    carried = Carried(steps=0)
-    outcome = _drive(RunClaims(None, print, requeue=None).run(1, 1, _plan(tmp_path, 'done'),
-                                                               carried))
-    assert outcome.state == 'started' and carried.plans[0].train == 'done'
-    assert not (tmp_path / CLAIM_FILE).exists()
+def test_a_run_without_work_is_not_claimed(suite_from_text):
+    runner, run, lines = _runner(suite_from_text, 'done.py')
+    (outcome,) = runner.run([RunPlan(run, 'done')])
+    assert outcome.state == 'done' and lines == [f'[1/1] {run.name}: done (records exist)']
+    assert not (Path(run.work_dir) / CLAIM_FILE).exists()
 
 
 def test_the_runner_passes_over_a_claimed_run_and_ends_with_it_done(tmp_path, monkeypatch,
@@ -176,18 +166,18 @@ def test_the_runner_passes_over_a_claimed_run_and_ends_with_it_done(tmp_path, mo
     def train_command(self, plan):
         trained.append(plan.run.name)
         return ['bash', '-c', f'touch {proc.release}; exit 0']  # the other finishes meanwhile
-    replan = RunClaims.replan
+    replan = SuiteRunner.replan
 
     def replan_done(self, plan):  # the other process's records, once it has finished
         if plan.run.name.endswith('-s0'):
             return RunPlan(plan.run, 'done')
         return replan(self, plan)
     monkeypatch.setattr(SuiteRunner, 'train_command', train_command)
-    monkeypatch.setattr(RunClaims, 'replan', replan_done)
+    monkeypatch.setattr(SuiteRunner, 'replan', replan_done)
     ended = []  # the suite's count and ETA line: after a run that did work, not a pass-over
-    run_ended = SuiteRunner._run_ended
-    monkeypatch.setattr(SuiteRunner, '_run_ended',
-                        lambda self: ended.append(len(self.pending)) or run_ended(self))
+    run_ended = StatusLines.run_ended
+    monkeypatch.setattr(StatusLines, 'run_ended', lambda self, finished, running, pending: (
+        ended.append(len(pending)) or run_ended(self, finished, running, pending)))
     lines = []
     code = run_suite(str(path), results_root=str(tmp_path / 'results'),
                      work_root=str(tmp_path / 'work'), use_wandb=False,

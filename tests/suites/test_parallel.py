@@ -15,8 +15,9 @@ from benchmark.suites import process as process_module
 from benchmark.suites import runner as runner_module
 from benchmark.suites.outcome import SuiteTimes, finish_times
 from benchmark.suites.process import free_port, plan_slots, visible_gpus
-from benchmark.suites.runner import SuiteRunner, epochs_left
+from benchmark.suites.runner import SuiteRunner
 from benchmark.suites.spec import SuiteError
+from benchmark.suites.status import StatusLines, epochs_left
 from benchmark.suites.suite import run_suite
 
 SUITE = "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0, 1, 2]\nprocs = 1\n"
@@ -235,7 +236,7 @@ def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path
     script.write_text(PROGRESS)
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
         sys.executable, str(script), plan.run.work_dir])
-    monkeypatch.setattr(SuiteRunner, 'status_every_s', 0.0)
+    monkeypatch.setattr(StatusLines, 'every_s', 0.0)
     stale = tmp_path / 'runs/suites/par/mocov2_r18_digits-s0'
     stale.mkdir(parents=True)  # an earlier attempt's file: never shown
     (stale / PROGRESS_FILE).write_text(json.dumps(dict(
