@@ -1,5 +1,6 @@
 """KNNMonitorHook: fixed subset, when it runs, what it logs, and a real one-epoch Runner."""
 import json
+import re
 import logging
 from types import SimpleNamespace
 
@@ -99,9 +100,13 @@ def test_logged_accuracy_is_the_knn_of_the_subset_and_train_mode_is_back():
     assert 0 <= expected['top1'] <= expected['top5'] <= 100
 
 
-def test_bad_arguments_fail_in_one_line():
-    with pytest.raises(ValueError, match='KNNMonitorHook: need interval'):
-        KNNMonitorHook(interval=0)
+def test_bad_arguments_fail_in_one_line_naming_the_argument():
+    for kwargs, words in [(dict(interval=0), 'interval must be >= 1, got 0'),
+                          (dict(k=0), 'k must be >= 1, got 0'),
+                          (dict(temperature=0), 'temperature must be > 0, got 0'),
+                          (dict(num_workers=-1), 'num_workers must be >= 0, got -1')]:
+        with pytest.raises(ValueError, match=re.escape(f'KNNMonitorHook: {words}')):
+            KNNMonitorHook(**kwargs)
 
 
 @MODELS.register_module(force=True)
