@@ -66,8 +66,6 @@ PRIVATE_API: Tuple[PrivateName, ...] = (
                 'GPUViewPreprocessor (the copy of a batch to the device)'),
     PrivateName('mmengine.logging', 'MMLogger', '_instance_dict', 'attribute', None,
                 "manager_instances (tests close the loggers of the runs they start)"),
-    PrivateName('mmengine.optim.scheduler.param_scheduler', '', '_ParamScheduler', 'class', None,
-                "the config check's field table (every scheduler's fields)"),
 )
 
 

@@ -9,8 +9,7 @@ from mmengine.config import Config
 from torch import nn
 
 import methods.base
-from benchmark.engine.config.check import validate_config
-from benchmark.engine.config.rules import ConfigError
+from benchmark.engine.config.check import ConfigError, validate_config
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.layout import REPO_ROOT
 from methods import IMixMoCo, MixCoMoCo, MoCHiMoCo, MoCo, SimCLR, UnMixMoCo
