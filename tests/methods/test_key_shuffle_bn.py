@@ -202,7 +202,7 @@ def load(name: str) -> Config:
     (1, {'model.bn_splits': 4}, None),
 ])
 def test_config_check_wants_a_batch_the_groups_divide(world_size, options, error):
-    """Checked before anything is built, in one line naming both keys."""
+    """Checked before any data is read, in one line naming both keys."""
     for name in ('mocov2_r18_tiny.py', 'imix_r18_tiny.py', 'mochi_r18_tiny.py'):
         cfg = load(name)
         cfg.merge_from_dict(options)
