@@ -267,6 +267,8 @@ class MixCoMixin:
         super().__init__(**kwargs)
         if mix_weight < 0:
             raise ValueError(f'model.mix_weight must be >= 0, got {mix_weight}')
+        if not mix_temperature > 0:  # MixCoLoss refuses it too, naming its own argument
+            raise ValueError(f'model.mix_temperature must be > 0, got {mix_temperature}')
         self.mixer = Mixer(mix_lambda, mix_alpha, mix_lambda_scope, mix_pairing)
         self.mix_loss = MixCoLoss(mix_temperature, mix_in_batch_negatives, mix_target)
         self.mix_weight = mix_weight

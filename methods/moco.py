@@ -133,6 +133,8 @@ class MoCo(EncoderModel):
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(backbone, data_preprocessor, init_cfg)
+        if feature_dim < 1:
+            raise ValueError(f'model.feature_dim must be >= 1, got {feature_dim}')
         if queue_size < 1:
             raise ValueError(f'model.queue_size must be >= 1, got {queue_size}')
         if not 0 <= key_momentum < 1:

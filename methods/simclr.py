@@ -62,6 +62,8 @@ class SimCLR(EncoderModel):
                  data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(backbone, data_preprocessor, init_cfg)
+        if feature_dim < 1:
+            raise ValueError(f'model.feature_dim must be >= 1, got {feature_dim}')
         if temperature <= 0:
             raise ValueError(f'model.temperature must be > 0, got {temperature}')
         dim = self.backbone.feature_dim

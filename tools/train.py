@@ -47,7 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='skip the kNN / fast linear / cluster report after training')
     parser.add_argument('--results-dir', default='results', help='evaluation records go to DIR/runs/')
     parser.add_argument('--check-only', action='store_true', help='check the config and exit '
-                        '(0, or 2 with one line); nothing is built or read')
+                        '(0, or 2 with one line); no data is read, nothing is trained')
     parser.add_argument('--debug', action='store_true', help='show tracebacks of errors')
     return parser.parse_args(argv)
 

@@ -8,6 +8,7 @@ loaded, and by ``check_root`` without building the dataset; a bad root raises
 """
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -49,7 +50,7 @@ class BadImageError(DataRootError):
 def split_name(split: str) -> str:
     """Map a split name to 'train' or 'val' ('test' is an alias of 'val')."""
     if split not in ('train', 'val', 'test'):
-        raise ValueError(f"unknown split {split!r}; valid splits: train, val, test")
+        raise ValueError(f"unknown split {split!r}; valid splits: 'train', 'val', 'test'")
     return 'train' if split == 'train' else 'val'
 
 
@@ -67,6 +68,15 @@ def check_bad_data_policy(bad_data: str) -> None:
         raise ValueError(f"bad_data={bad_data!r} unknown; valid: {', '.join(BAD_DATA)}")
 
 
+def view_of(input_size: int, view: Optional[Union[str, dict]]) -> Callable:
+    """The view a dataset applies (`build_view`; None: the decoded PIL image, which tests and
+    feature dumps want), once ``input_size`` is an integer >= 8."""
+    if isinstance(input_size, bool) or not isinstance(input_size, int) or input_size < 8:
+        raise ValueError(f'input_size must be an integer >= 8, got {input_size!r}')
+    # identity, a module-level function, keeps the dataset picklable for workers
+    return identity if view is None else build_view(view, input_size)
+
+
 def examples_of(data_root: str, paths: List[str], count: int = 2) -> str:
     return ', '.join(os.path.relpath(p, data_root) for p in paths[:count])
 
@@ -78,9 +88,20 @@ class ImageDataset(Dataset):
     targets: List[int]
 
     def __init__(self, input_size: int, view: Optional[Union[str, dict]]) -> None:
-        # view=None returns the decoded PIL image, which tests and feature dumps want; a
-        # module-level function rather than a lambda keeps the dataset picklable for workers.
-        self.transform: Callable = identity if view is None else build_view(view, input_size)
+        self.transform: Callable = view_of(input_size, view)
+
+    @classmethod
+    def check_arguments(cls, **kwargs: Any) -> None:
+        """Refuse, before any file is read, what the constructor would: an unknown or missing
+        argument, the split, the bad-data policy, the input size and the view (built, then
+        dropped). The config check calls this in place of the constructor."""
+        bound = inspect.signature(cls).bind(**kwargs)
+        bound.apply_defaults()
+        args = bound.arguments
+        split_name(args.get('split', 'train'))
+        if 'bad_data' in args:
+            check_bad_data_policy(args['bad_data'])
+        view_of(args.get('input_size', 224), args.get('view'))
 
     def _load(self, index: int) -> Image.Image:
         raise NotImplementedError

@@ -123,6 +123,8 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         if input_size is None:
             raise ValueError('model.data_preprocessor.input_size: missing; set it to '
                              'train_dataloader.dataset.input_size (tools/train.py does)')
+        if num_views < 1:
+            raise ValueError(f'model.data_preprocessor.num_views must be >= 1, got {num_views}')
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f'model.data_preprocessor.chunk_size must be >= 1 or None, '
                              f'got {chunk_size}')

@@ -35,6 +35,8 @@ class ResumableSampler(DefaultSampler):
 
     def __init__(self, dataset: Sized, shuffle: bool = True, seed: Optional[int] = None,
                  round_up: bool = True) -> None:
+        if seed is not None and not 0 <= seed < 2 ** 32:  # the run's seed, numpy's range
+            raise ValueError(f'seed must be in [0, 2**32) or None, got {seed}')
         super().__init__(dataset, shuffle=shuffle, seed=seed, round_up=round_up)
         self._resume: Optional[tuple] = None
 

@@ -24,12 +24,12 @@ import math
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
-from lightly.transforms import MoCoV2Transform, SimCLRTransform
 from lightly.transforms.utils import IMAGENET_NORMALIZE
 from torch import Tensor
 from torchvision import transforms as T
 
-PRESETS = dict(mocov2=MoCoV2Transform, simclr=SimCLRTransform)
+from benchmark.data.views import PRESETS, check_overrides
+
 CROP_RATIO = (3 / 4, 4 / 3)  # RandomResizedCrop's default, which lightly keeps
 CROP_TRIES = 10
 JITTER_OPS = ('brightness', 'contrast', 'saturation', 'hue')
@@ -71,11 +71,8 @@ def view_spec(view: Union[str, dict], input_size: int,
     if name not in PRESETS:
         raise ValueError(f"view {name!r} cannot be drawn on the device; valid: "
                          f"{', '.join(PRESETS)}")
+    check_overrides(name, overrides)
     params = inspect.signature(PRESETS[name]).parameters
-    unknown = sorted(set(overrides) - set(params) | {'input_size', 'normalize'} & set(overrides))
-    if unknown:
-        raise ValueError(f"view {name!r}: unknown override {unknown[0]!r}; valid: "
-                         f"{', '.join(k for k in params if k not in ('input_size', 'normalize'))}")
     args = {k: p.default for k, p in params.items()} | overrides
     if args['rr_prob'] > 0:
         raise ValueError(f"view {name!r}: rr_prob={args['rr_prob']} (random rotation) is not "

@@ -14,9 +14,9 @@
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
 | OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |
 
-Other modules: `config/` (`check`, with `schema` the machinery, `fields` the table of every
-field's range, `rules` the rules, `views` the device-view rules): every key and value checked
-before anything is built; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
+Other modules: `config/` (`check`; `build`, what a config names built without data, each
+refusal one line naming the key; `keywords`, what a component accepts; `rules` and `views`,
+what no constructor can see): the pre-flight check; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
 `--resume` continues from; `export`: the evaluated encoder as a torchvision state dict; `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
 checkpoint-safe data.

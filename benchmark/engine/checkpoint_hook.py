@@ -9,6 +9,7 @@ left as it was.
 """
 import errno
 import glob
+import inspect
 import os
 import os.path as osp
 from typing import Optional
@@ -105,6 +106,22 @@ class SafeCheckpointHook(CheckpointHook):
     """
 
     def __init__(self, iter_interval: int = 0, **kwargs) -> None:
+        own = [p.name for p in inspect.signature(CheckpointHook).parameters.values()
+               if p.kind is not p.VAR_KEYWORD]
+        unknown = [key for key in kwargs if key not in own]  # mmengine hands them to
+        if unknown:  # Runner.save_checkpoint, which would refuse them at the first save
+            raise TypeError(f'SafeCheckpointHook.__init__() got an unexpected keyword argument '
+                            f'{unknown[0]!r}')
+        for name, off in (('interval', 'no periodic checkpoint (save_last still saves the last)'),
+                          ('max_keep_ckpts', 'keeping every checkpoint')):
+            value = kwargs.get(name, -1)
+            if value != -1 and value < 1:
+                raise ValueError(f'{name} must be >= 1, or -1 for {off}; got {value}')
+        if kwargs.get('rule') not in (None, 'greater', 'less'):
+            raise ValueError(f"rule must be 'greater', 'less' or None, got {kwargs['rule']!r}")
+        if '{}' not in str(kwargs.get('filename_tmpl') or '{}'):  # else one name for every file
+            raise ValueError(f"filename_tmpl must hold '{{}}' for the epoch or iteration, got "
+                             f"{kwargs['filename_tmpl']!r}")
         super().__init__(**kwargs)
         if iter_interval < 0:
             raise ValueError(f'iter_interval must be >= 0, got {iter_interval}')

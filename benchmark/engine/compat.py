@@ -66,8 +66,6 @@ PRIVATE_API: Tuple[PrivateName, ...] = (
                 'GPUViewPreprocessor (the copy of a batch to the device)'),
     PrivateName('mmengine.logging', 'MMLogger', '_instance_dict', 'attribute', None,
                 "manager_instances (tests close the loggers of the runs they start)"),
-    PrivateName('mmengine.optim.scheduler.param_scheduler', '', '_ParamScheduler', 'class', None,
-                "the config check's field table (every scheduler's fields)"),
 )
 
 
@@ -314,6 +312,10 @@ class CPUCapableAmpOptimWrapper(AmpOptimWrapper):
         if accelerator or get_device() != 'cpu':  # mps etc.: mmengine's own answer
             super().__init__(loss_scale=loss_scale, dtype=dtype, use_fsdp=use_fsdp, **kwargs)
             return
+        if not (loss_scale == 'dynamic' or isinstance(loss_scale, dict) or (
+                isinstance(loss_scale, float) and loss_scale > 0)):  # as mmengine's, unused here
+            raise ValueError(f"optim_wrapper.loss_scale must be 'dynamic', a float > 0 or a dict "
+                             f'of GradScaler arguments, got {loss_scale!r}')
         if dtype not in ('bfloat16', torch.bfloat16):
             raise ValueError(f"optim_wrapper.dtype={dtype!r}: without a GPU only 'bfloat16' "
                              "autocasts (CPU); set dtype='bfloat16' or use type='OptimWrapper'")

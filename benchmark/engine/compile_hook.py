@@ -25,6 +25,10 @@ from torchvision.models import ResNet
 from benchmark import dist
 
 
+# torch.compile's modes (torch checks them only when it first compiles, seconds into a run).
+COMPILE_MODES = ('default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs')
+
+
 def compile_encoders(model: nn.Module, **kwargs) -> List[str]:
     """`module.compile(**kwargs)` for every ResNet in `model` (query and key encoders); their
     names. Calling it again compiles nothing more."""
@@ -50,6 +54,9 @@ class CompileHook(Hook):
     def __init__(self, mode: Optional[str] = None, dynamic: Optional[bool] = None,
                  fullgraph: bool = False, backend: str = 'inductor',
                  options: Optional[dict] = None) -> None:
+        if mode is not None and mode not in COMPILE_MODES:
+            raise ValueError(f"mode: unknown torch.compile mode {mode!r}; valid: "
+                             f"{', '.join(map(repr, COMPILE_MODES))}")
         self.kwargs = dict(mode=mode, dynamic=dynamic, fullgraph=fullgraph, backend=backend,
                            options=options)
         self.kwargs = {k: v for k, v in self.kwargs.items() if v is not None}

@@ -52,6 +52,13 @@ class PreemptionHook(Hook):
     priority = 'LOWEST'  # after the iteration's own checkpoint and logging
 
     def __init__(self, signals=('SIGTERM', 'SIGUSR1')) -> None:
+        if isinstance(signals, str) or not signals:
+            raise ValueError(f"signals must be a list of signal names such as ['SIGTERM'], "
+                             f'got {signals!r}')
+        for name in signals:
+            if name not in signal.Signals.__members__:
+                raise ValueError(f"signals: unknown signal {name!r}; valid: "
+                                 f"{', '.join(map(repr, signal.Signals.__members__))}")
         self.signals = tuple(signals)
         self.received = None
         self._every = 1  # iterations between agreements of a distributed run

@@ -45,11 +45,16 @@ class KNNMonitorHook(Hook):
     def __init__(self, interval: int = 1, num_train: int = 1000, num_test: int = 500,
                  k: Optional[int] = None, temperature: float = 0.1, seed: int = 0,
                  batch_size: int = 128, num_workers: int = 0) -> None:
-        if min(interval, num_train, num_test, 1 if k is None else k, batch_size) < 1 \
-                or temperature <= 0:
-            raise ValueError(f'KNNMonitorHook: need interval, num_train, num_test, k, batch_size '
-                             f'>= 1 and temperature > 0; got {interval}, {num_train}, '
-                             f'{num_test}, {k}, {batch_size}, {temperature}')
+        for name, ok, want, value in [
+                ('interval', interval >= 1, '>= 1', interval),
+                ('num_train', num_train >= 1, '>= 1', num_train),
+                ('num_test', num_test >= 1, '>= 1', num_test), ('k', k is None or k >= 1, 'None or >= 1', k),
+                ('temperature', temperature > 0, '> 0', temperature),
+                ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
+                ('batch_size', batch_size >= 1, '>= 1', batch_size),
+                ('num_workers', num_workers >= 0, '>= 0', num_workers)]:
+            if not ok:
+                raise ValueError(f'KNNMonitorHook: {name} must be {want}, got {value}')
         self.interval, self.num_train, self.num_test = interval, num_train, num_test
         self.k, self.temperature, self.seed = k, temperature, seed
         self.batch_size, self.num_workers = batch_size, num_workers

@@ -26,6 +26,11 @@ class LinearAccuracy(BaseMetric):
 
     def __init__(self, topk: Sequence[int] = (1, 5), collect_device: str = 'cpu',
                  prefix: str = None) -> None:
+        if isinstance(topk, str) or not topk or not all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in topk):
+            raise ValueError(f'topk must be a non-empty list of integers >= 1, got {topk!r}')
+        if collect_device not in ('cpu', 'gpu'):
+            raise ValueError(f"collect_device must be 'cpu' or 'gpu', got {collect_device!r}")
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.topk = tuple(topk)
 

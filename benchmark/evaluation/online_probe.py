@@ -139,12 +139,16 @@ class OnlineLinearProbeHook(Hook):
     def __init__(self, lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 0.0,
                  interval: int = 1, num_test: Optional[int] = None, seed: int = 0,
                  batch_size: int = 256, num_workers: int = 0) -> None:
-        if lr <= 0 or not 0 <= momentum < 1 or weight_decay < 0 or min(interval, batch_size) < 1 \
-                or (num_test is not None and num_test < 1):
-            raise ValueError(f'OnlineLinearProbeHook: need lr > 0, 0 <= momentum < 1, '
-                             f'weight_decay >= 0, interval, batch_size, num_test >= 1; got '
-                             f'{lr}, {momentum}, {weight_decay}, {interval}, {batch_size}, '
-                             f'{num_test}')
+        for name, ok, want, value in [
+                ('lr', lr > 0, '> 0', lr), ('momentum', 0 <= momentum < 1, 'in [0, 1)', momentum),
+                ('weight_decay', weight_decay >= 0, '>= 0', weight_decay),
+                ('interval', interval >= 1, '>= 1', interval),
+                ('num_test', num_test is None or num_test >= 1, '>= 1 or None', num_test),
+                ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
+                ('batch_size', batch_size >= 1, '>= 1', batch_size),
+                ('num_workers', num_workers >= 0, '>= 0', num_workers)]:
+            if not ok:
+                raise ValueError(f'OnlineLinearProbeHook: {name} must be {want}, got {value}')
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.interval, self.num_test, self.seed = interval, num_test, seed
         self.batch_size, self.num_workers = batch_size, num_workers

@@ -1,5 +1,6 @@
 """benchmark.data.base: what every dataset shares (items, seeded keys, errors, policies)."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -59,7 +60,7 @@ def test_sample_key_seeds_the_view():
 def test_split_names():
     assert [split_name(s) for s in ('train', 'val', 'test')] == ['train', 'val', 'val']
     with pytest.raises(ValueError,
-                       match=r"^unknown split 'valid'; valid splits: train, val, test$"):
+                       match=r"^unknown split 'valid'; valid splits: 'train', 'val', 'test'$"):
         split_name('valid')
 
 
@@ -104,3 +105,23 @@ def test_bad_image_error_from_a_loader_worker_is_cut_to_one_line():
     assert str(BadImageError(plain)) == plain
     assert str(BadImageError('Caught BadImageError without a traceback\nsecond')) == \
         'Caught BadImageError without a traceback\nsecond'
+
+
+def test_check_arguments_refuses_what_the_constructor_would_without_reading_a_file(tmp_path):
+    """The config check asks the dataset this, in place of building it."""
+    from benchmark.data import Digits, TinyImageNet
+    nowhere = str(tmp_path / 'nowhere')  # never looked at
+    TinyImageNet.check_arguments(data_root=nowhere, split='val', input_size=64, view='test')
+    Digits.check_arguments(view=dict(name='mocov2', min_scale=0.5))
+    for kwargs, words in [(dict(split='training'), "unknown split 'training'"),
+                          (dict(input_size=4), 'input_size must be an integer >= 8, got 4'),
+                          (dict(view='bogus'), "unknown view 'bogus'"),
+                          (dict(bad_data='lenient'), "bad_data='lenient' unknown"),
+                          (dict(), "missing a required argument: 'data_root'"),
+                          (dict(data_root=nowhere, size=8), "unexpected keyword argument 'size'")]:
+        with pytest.raises((ValueError, TypeError), match=re.escape(words)):
+            TinyImageNet.check_arguments(**{'data_root': nowhere, **kwargs}
+                                         if kwargs and 'data_root' not in kwargs else kwargs)
+    assert not os.path.exists(nowhere)
+    with pytest.raises(ValueError, match='input_size must be an integer >= 8'):
+        Digits(input_size=7)

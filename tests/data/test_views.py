@@ -1,5 +1,7 @@
 """The view presets: shapes, the deterministic test view, overrides, unknown names."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -43,3 +45,17 @@ def test_view_overrides_reach_the_lightly_transform():
     assert torch.equal(a, b)  # nothing random is left, so both views are the plain image
     with pytest.raises(ValueError, match='takes no overrides'):
         build_view(dict(name='test', hf_prob=0.0), 8)
+
+
+@pytest.mark.parametrize('view, words', [
+    (dict(name='mocov2', min_scal=0.2), "unknown override 'min_scal'; valid: 'cj_prob'"),
+    (dict(name='mocov2', input_size=8), "unknown override 'input_size'"),
+    (dict(name='simclr', min_scale=0), 'min_scale must be in (0, 1], got 0'),
+    (dict(name='simclr', hf_prob=1.5), 'hf_prob must be in [0, 1], got 1.5'),
+    (dict(name='mocov2', cj_hue=0.6), 'cj_hue must be in [0, 0.5], got 0.6'),
+    (dict(name='mocov2', sigmas=[0.1]), 'sigmas must be two numbers > 0'),
+])
+def test_a_preset_refuses_an_override_no_view_can_use(view, words):
+    """lightly's transforms take these without a check; the preset refuses them, naming one."""
+    with pytest.raises(ValueError, match=re.escape(f"view '{view['name']}': {words}")):
+        build_view(view, 32)

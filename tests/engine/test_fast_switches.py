@@ -113,9 +113,9 @@ def test_compile_switch_accepts_runner_values(value):
 
 
 @pytest.mark.parametrize('value, words', [
-    ('yes', 'compile must be True, False or a dict'),
+    ('yes', 'compile must be True or False or a dict'),
     (dict(mdoe='default'), "unknown key 'compile.mdoe' (did you mean 'compile.mode'?)"),
-    (dict(mode='fast'), "compile.mode: unknown mode 'fast'"),
+    (dict(mode='fast'), "compile.mode: unknown value 'fast'"),
     (dict(fullgraph='no'), 'compile.fullgraph must be True or False'),
 ])
 def test_compile_switch_rejects_bad_values_in_one_line(value, words):

@@ -174,3 +174,19 @@ def test_before_train_makes_the_training_loaders_workers_leave_signals_to_the_tr
     runner.train_dataloader = plain
     PreemptionHook().before_train(runner)
     assert plain.worker_init_fn is None
+
+
+def test_the_hooks_refuse_their_arguments_in_one_line_naming_them():
+    """What the config check turns into a line naming the key: the hooks' own refusals."""
+    for build, words in [
+            (lambda: PreemptionHook(signals=['SIGTREM']), "unknown signal 'SIGTREM'"),
+            (lambda: PreemptionHook(signals='SIGTERM'), 'a list of signal names'),
+            (lambda: SafeCheckpointHook(interval=0), 'interval must be >= 1, or -1'),
+            (lambda: SafeCheckpointHook(max_keep_ckpts=-2), 'max_keep_ckpts must be >= 1, or -1'),
+            (lambda: SafeCheckpointHook(rule='most'), "rule must be 'greater', 'less' or None"),
+            (lambda: SafeCheckpointHook(filename_tmpl='e.pth'), "filename_tmpl must hold '{}'"),
+            (lambda: SafeCheckpointHook(intervall=1), "unexpected keyword argument 'intervall'")]:
+        with pytest.raises((ValueError, TypeError)) as err:
+            build()
+        assert words in str(err.value) and '\n' not in str(err.value), str(err.value)
+    SafeCheckpointHook(interval=-1, max_keep_ckpts=3, rule='less', filename_tmpl='e_{}.pth')

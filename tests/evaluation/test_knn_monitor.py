@@ -1,5 +1,6 @@
 """KNNMonitorHook: fixed subset, when it runs, what it logs, and a real one-epoch Runner."""
 import json
+import re
 import logging
 from types import SimpleNamespace
 
@@ -114,9 +115,13 @@ def test_default_k_is_the_protocol_rule_on_the_bank(monkeypatch):
     assert seen == [knn_k_for(bank_labels)] and 1 <= seen[0] < 20
 
 
-def test_bad_arguments_fail_in_one_line():
-    with pytest.raises(ValueError, match='KNNMonitorHook: need interval'):
-        KNNMonitorHook(interval=0)
+def test_bad_arguments_fail_in_one_line_naming_the_argument():
+    for kwargs, words in [(dict(interval=0), 'interval must be >= 1, got 0'),
+                          (dict(k=0), 'k must be None or >= 1, got 0'),
+                          (dict(temperature=0), 'temperature must be > 0, got 0'),
+                          (dict(num_workers=-1), 'num_workers must be >= 0, got -1')]:
+        with pytest.raises(ValueError, match=re.escape(f'KNNMonitorHook: {words}')):
+            KNNMonitorHook(**kwargs)
 
 
 @MODELS.register_module(force=True)

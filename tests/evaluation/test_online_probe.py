@@ -2,6 +2,7 @@
 real MixCo run: training is bit-identical with and without it (and the control: without its
 RNG guard it is not), its accuracy is logged each epoch, recorded, and survives a checkpoint."""
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -55,9 +56,13 @@ def test_tap_reads_the_first_view_rows_of_the_first_pass():
     assert tap.features is None and tap.view is view  # the hook falls back to its own pass
 
 
-def test_bad_arguments_fail_in_one_line():
-    with pytest.raises(ValueError, match='OnlineLinearProbeHook: need lr > 0'):
-        OnlineLinearProbeHook(lr=0)
+def test_bad_arguments_fail_in_one_line_naming_the_argument():
+    for kwargs, words in [(dict(lr=0), 'lr must be > 0, got 0'),
+                          (dict(momentum=1), 'momentum must be in [0, 1), got 1'),
+                          (dict(num_test=0), 'num_test must be >= 1 or None, got 0'),
+                          (dict(seed=2 ** 32), 'seed must be in [0, 2**32)')]:
+        with pytest.raises(ValueError, match=re.escape(f'OnlineLinearProbeHook: {words}')):
+            OnlineLinearProbeHook(**kwargs)
 
 
 def _cfg(tmp_path, probe: bool) -> Config:

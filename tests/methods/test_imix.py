@@ -184,7 +184,8 @@ def test_config_validates_builds_and_differs_only_in_method_fields(name, base):
     assert model_a['type'] == 'IMixMoCo'
 
 
-@pytest.mark.parametrize('option, words', [('model.mix_lambda_scope=sample', 'valid: pair, batch'),
+@pytest.mark.parametrize('option, words', [('model.mix_lambda_scope=sample',
+                                            "not in ('pair', 'batch')"),
                                            ('model.mix_alpha=0', '> 0'),
                                            ('model.mix_lambda_fold=maybe', 'True or False')])
 def test_config_check_rejects_bad_values(option, words):

@@ -9,8 +9,7 @@ from mmengine.config import Config
 from torch import nn
 
 import methods.base
-from benchmark.engine.config.check import validate_config
-from benchmark.engine.config.rules import ConfigError
+from benchmark.engine.config.check import ConfigError, validate_config
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.layout import REPO_ROOT
 from methods import IMixMoCo, MixCoMoCo, MoCHiMoCo, MoCo, SimCLR, UnMixMoCo
@@ -203,7 +202,7 @@ def load(name: str) -> Config:
     (1, {'model.bn_splits': 4}, None),
 ])
 def test_config_check_wants_a_batch_the_groups_divide(world_size, options, error):
-    """Checked before anything is built, in one line naming both keys."""
+    """Checked before any data is read, in one line naming both keys."""
     for name in ('mocov2_r18_tiny.py', 'imix_r18_tiny.py', 'mochi_r18_tiny.py'):
         cfg = load(name)
         cfg.merge_from_dict(options)

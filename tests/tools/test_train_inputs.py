@@ -24,8 +24,9 @@ def nowhere(tmp_path):
 
 @pytest.mark.parametrize('option, words', [
     ('train_cfg.max_epochs=0', ['train_cfg.max_epochs must be >= 1, got 0']),
-    ('default_hooks.checkpoint.interval=0', ['default_hooks.checkpoint.interval must be >= 1, '
-                                             'or -1 for no periodic checkpoint']),
+    ('default_hooks.checkpoint.interval=0', ['default_hooks.checkpoint.interval=0 refused by '
+                                             'SafeCheckpointHook: interval must be >= 1, or -1 '
+                                             'for no periodic checkpoint']),
     ('model.temperature=nan', ['model.temperature must be a finite number, got nan']),
     ('optim_wrapper.optimizer.lr=inf', ['optim_wrapper.optimizer.lr must be a finite number']),
     ('model.queue_size=16', ['model.queue_size (16) must be >= the total batch, 1 process(es) x '

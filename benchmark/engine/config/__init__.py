@@ -1,3 +1,3 @@
-"""The config checker: every key and value of a config checked before anything is built (check),
-its machinery (schema), the rules (rules), the table of every field (fields) and the device-view
-rules (views)."""
+"""The pre-flight check of a config: check (the entry points), build (what the config names,
+built without data), keywords (what a component accepts, its refusals as one line), rules (what
+no constructor can see) and views (the device views and their dataset)."""

@@ -15,14 +15,16 @@ from benchmark.data.view_params import view_spec
 
 
 def device_views(cfg) -> Optional[dict]:
-    pre = (cfg.get('model') or {}).get('data_preprocessor')
+    model = cfg.get('model')
+    pre = model.get('data_preprocessor') if isinstance(model, dict) else None
     if isinstance(pre, dict) and pre.get('type') in ('GPUViewPreprocessor', GPUViewPreprocessor):
         return pre
     return None
 
 
 def train_dataset(cfg) -> dict:
-    dataset = (cfg.get('train_dataloader') or {}).get('dataset')
+    loader = cfg.get('train_dataloader')
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
     return dataset if isinstance(dataset, dict) else {}
 
 
@@ -49,7 +51,7 @@ def check_view_pairing(cfg) -> None:
                          f"train_dataloader.dataset.view={RAW_VIEW} and the preset in "
                          f"model.data_preprocessor.view")
     if raw and pre is None:
-        kind = (cfg.get('model') or {}).get('data_preprocessor')
+        kind = cfg['model'].get('data_preprocessor') if isinstance(cfg.get('model'), dict) else None
         kind = kind.get('type', 'BaseDataPreprocessor') if isinstance(kind, dict) else kind
         raise ValueError(f"train_dataloader.dataset.view={RAW_VIEW} hands undecoded uint8 images "
                          f"to the model, which only GPUViewPreprocessor turns into views "

@@ -14,6 +14,11 @@ from mmengine.registry import HOOKS
 from benchmark import dist
 
 
+def check_rank(rank: int) -> None:
+    if rank < 0:
+        raise ValueError(f'rank must be >= 0, got {rank}')
+
+
 def _kill_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -40,8 +45,18 @@ class KillHook(Hook):
     def __init__(self, at_iter: Optional[int] = None, during_save: Optional[int] = None,
                  delay_s: float = 0.0, during_eval: bool = False, rank: int = 0,
                  signal_at_iter: Optional[int] = None, sig: str = 'SIGTERM') -> None:
+        for name, value in (('at_iter', at_iter), ('during_save', during_save),
+                            ('signal_at_iter', signal_at_iter)):
+            if value is not None and value < 1:
+                raise ValueError(f'KillHook: {name} must be >= 1 or None, got {value}')
+        check_rank(rank)
+        if delay_s < 0:
+            raise ValueError(f'KillHook: delay_s must be >= 0, got {delay_s}')
         self.at_iter, self.during_save, self.delay_s = at_iter, during_save, delay_s
         self.during_eval, self.rank = during_eval, rank
+        if sig not in signal.Signals.__members__:
+            raise ValueError(f"sig: unknown signal {sig!r}; valid: "
+                             f"{', '.join(map(repr, signal.Signals.__members__))}")
         self.signal_at_iter, self.sig = signal_at_iter, getattr(signal, sig)
         self._saves = 0
 
@@ -74,6 +89,9 @@ class PoisonHook(Hook):
     priority = 'LOWEST'
 
     def __init__(self, at_iter: int, rank: int = 0) -> None:
+        if at_iter < 1:
+            raise ValueError(f'PoisonHook: at_iter must be >= 1, got {at_iter}')
+        check_rank(rank)
         self.at_iter, self.rank = at_iter, rank
 
     def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
