@@ -1,6 +1,8 @@
 """Real faults against real training processes: a SIGKILL and --resume through tools/train.py
-(one process) and through tools/dist_train.sh (two gloo processes, via tools/kill_resume.py),
-each ending bit-identical to the uninterrupted run; a dead or hung process of two ends the job.
+(one process, ending bit-identical to the shared uninterrupted run of tests/e2e/conftest.py)
+and through tools/dist_train.sh (two gloo processes, via tools/kill_resume.py on the fast
+config, whose speed switches no shared run has: the tool trains its own reference and requires
+identity); a dead or hung process of two ends the job.
 
 The other variants (signals, a kill at any moment of a checkpoint write or during the
 evaluation, the RNG-state control, NaN, every method, device views) run in-process in
@@ -9,39 +11,28 @@ import json
 import subprocess
 import sys
 
-import pytest
-
-from benchmark.data.fakes import make_fake_tiny_imagenet
 from benchmark.harness.faults import campaign as fc
-from benchmark.harness.faults import runs as fr
 from tests.conftest import ROOT
+from tests.e2e.conftest import EPOCHS, STEPS, TINY
+
+AT = 11  # epoch 2, batch 3 of 8; the newest checkpoint then is iter_9.pth
 
 
-@pytest.fixture(scope='module')
-def small_tiny(tmp_path_factory):
-    """16 training images: 4 steps of batch 4 per epoch."""
-    return make_fake_tiny_imagenet(tmp_path_factory.mktemp('data'), num_classes=2,
-                                   train_per_class=8, val_per_class=2, size=32)
-
-
-def test_one_process_sigkill_then_resume_is_bit_identical(small_tiny, tmp_path):
-    """tools/train.py SIGKILLed after iteration 7 (epoch 2, batch 3 of 4), as the fault campaign
-    scores it: --resume continues from iter_6.pth, trains the two iterations left, leaves no
-    corrupt checkpoint and ends with the uninterrupted run's weights bit for bit."""
-    reference = str(tmp_path / 'reference')
-    done = fr.train(fr.write_config(f'{reference}.py', 'mixco', small_tiny, epochs=2), reference)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_one_process_sigkill_then_resume_is_bit_identical(tiny_data, reference_1p, tmp_path):
+    """tools/train.py SIGKILLed after iteration 11 (epoch 2, batch 3 of 8), as the fault
+    campaign scores it: --resume continues from iter_9.pth, trains the iterations left, leaves
+    no corrupt checkpoint and ends with the uninterrupted run's weights bit for bit."""
     card, lines = fc.Scorecard(), []
-    fc.score_kill_resume(card, str(tmp_path), small_tiny, 'mixco',
-                         fr.final_checkpoint(reference, 2), 'at_iter=7', 2, log=lines.append)
+    fc.score_kill_resume(card, str(tmp_path), tiny_data, 'mixco', reference_1p.checkpoint,
+                         f'at_iter={AT}', EPOCHS, log=lines.append, **TINY)
     assert (card.faults_injected, card.faults_survived, card.checkpoints_corrupt) == (1, 1, 0), \
         card.failures
-    assert lines == [f"  kill {'mixco-at-iter-7-1p':<40} bit-identical"]
-    killed, resumed = sorted((tmp_path / 'mixco-at-iter-7-1p').glob('*/*.log'))
-    assert 'Epoch(train) [2][3/4]' in killed.read_text()  # iteration 7 ran, then the kill
+    assert lines == [f"  kill {f'mixco-at-iter-{AT}-1p':<40} bit-identical"]
+    killed, resumed = sorted((tmp_path / f'mixco-at-iter-{AT}-1p').glob('*/*.log'))
+    assert f'Epoch(train) [2][3/{STEPS[1]}]' in killed.read_text()  # iteration 11 ran, then the kill
     log = resumed.read_text()
-    assert 'resumed epoch: 1, iter: 6' in log
-    assert log.count('Epoch(train)') == 2  # logged every iteration: 7 and 8 ran again
+    assert 'resumed epoch: 1, iter: 9' in log
+    assert log.count('Epoch(train)') == EPOCHS * STEPS[1] - 9  # logged every iteration
 
 
 def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess_env):

@@ -1,7 +1,8 @@
-"""End to end: a real two-run suite on digits (tiny sizes) run one run at a time and with
---parallel 2 into separate roots: the same final weights bit for bit and the same recorded
-metrics; the parallel runs each had their own CPU core and wrote progress.json, and the suite
-showed them training and trained."""
+"""End to end: a real two-run suite on digits (tiny sizes) run with --parallel 2 ends with the
+final weights of the same suite run one run at a time (tests/e2e/conftest.py's `digits_suite`,
+whose second run was killed and resumed) bit for bit, and records the same metrics; the parallel
+runs each had their own CPU core and wrote progress.json, and the suite showed them training
+and trained."""
 import json
 import os
 import subprocess
@@ -12,30 +13,9 @@ import torch
 
 import benchmark.components  # noqa: F401
 from benchmark.engine.progress import read_progress
+from benchmark.harness.faults.runs import tiny_env
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
-
-SUITE = """
-configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
-seeds = [0]
-procs = 1
-cfg_options = {'train_cfg.max_epochs': 2, 'train_dataloader.batch_size': 8,
-               'train_dataloader.num_batch_per_epoch': 8, 'train_dataloader.num_workers': 0,
-               'train_dataloader.persistent_workers': False, 'model.queue_size': 32,
-               'custom_hooks.1.num_train': 100, 'custom_hooks.1.num_test': 50,
-               'custom_hooks.1.k': 10, 'custom_hooks.2.num_test': 50}
-"""
-
-
-def _suite(tmp_path, env, layout, *extra):
-    roots = ['--results-root', str(tmp_path / layout / 'results'),
-             '--work-root', str(tmp_path / layout / 'work_dirs')]
-    done = subprocess.run([sys.executable, str(ROOT / 'tools/run_suite.py'),
-                           str(tmp_path / 'tiny.py'), '--no-wandb', *roots, *extra],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    spec = expand_suite(str(tmp_path / 'tiny.py'), results_root=roots[1], work_root=roots[3])
-    return done.stdout.splitlines(), spec
 
 
 def _metrics(results_dir):
@@ -45,14 +25,19 @@ def _metrics(results_dir):
             for r in records}
 
 
-def test_parallel_runs_equal_one_at_a_time(tmp_path, subprocess_env):
-    (tmp_path / 'tiny.py').write_text(SUITE)
-    env = dict(subprocess_env, PYTHON=sys.executable)  # OMP_NUM_THREADS=1 in both layouts
-    _, one = _suite(tmp_path, env, 'one')
-    out, two = _suite(tmp_path, env, 'two', '--parallel', '2')
+def test_parallel_runs_equal_one_at_a_time(digits_suite, tmp_path):
+    suite = str(digits_suite.folder / 'tiny.py')
+    roots = ['--results-root', str(tmp_path / 'results'), '--work-root', str(tmp_path / 'work_dirs')]
+    env = dict(tiny_env(), PYTHON=sys.executable)  # OMP_NUM_THREADS=1 in both layouts
+    done = subprocess.run([sys.executable, str(ROOT / 'tools/run_suite.py'), suite, '--no-wandb',
+                           *roots, '--parallel', '2'],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout.splitlines()
+    two = expand_suite(suite, results_root=roots[1], work_root=roots[3])
     assert out[0].endswith(f"2 runs at a time; records in {two.results_dir}/runs")
     cores = sorted(os.sched_getaffinity(0))
-    for index, (a, b) in enumerate(zip(one.runs, two.runs), 1):
+    for index, (a, b) in enumerate(zip(digits_suite.runs, two.runs), 1):
         assert a.name == b.name and a.config_sha256 == b.config_sha256
         first = torch.load(Path(a.work_dir) / 'epoch_2.pth', map_location='cpu', weights_only=False)
         second = torch.load(Path(b.work_dir) / 'epoch_2.pth', map_location='cpu', weights_only=False)
@@ -66,6 +51,7 @@ def test_parallel_runs_equal_one_at_a_time(tmp_path, subprocess_env):
         assert any(line.startswith(f'[{index}/2] {b.name}: started -> ok in ') for line in out)
         state = read_progress(b.work_dir)
         assert state['phase'] == 'trained' and (state['epoch'], state['iter']) == (2, 16)
-    assert _metrics(one.results_dir) == _metrics(two.results_dir)
+    one = digits_suite.folder / 'results/suites/tiny'
+    assert _metrics(one) == _metrics(two.results_dir)
     assert len(_metrics(two.results_dir)) == 2
     assert out[-2] == 'summary: 2 run(s): 2 started'

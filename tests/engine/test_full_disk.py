@@ -1,7 +1,8 @@
 """A checkpoint that does not fit on the disk: the write is undone, the run's last good
 checkpoint is left as it was, and the run ends with one line naming the folder, the space the
-checkpoint needs and the last good checkpoint (`DiskFullError`, exit code 74). Real runs that
-hit it: tests/e2e/test_full_disk_run.py."""
+checkpoint needs and the last good checkpoint (`DiskFullError`, exit code 74). A run that hits
+it: tests/harness/faults/test_full_disk_in_process.py (one process, in-process) and
+tests/e2e/test_full_disk_run.py (two real processes)."""
 import errno
 import os
 import re

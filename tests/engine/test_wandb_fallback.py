@@ -1,8 +1,8 @@
 """wandb online but its server fails: one warning, offline logging, the run and its record complete.
 
 Four local servers on 127.0.0.1: one that accepts connections and never answers, one that
-answers HTTP 500, one that refuses the key (401 on the viewer query), and a closed port. Whole
-training runs against them: tests/e2e/test_train_tool_runs.py.
+answers HTTP 500, one that refuses the key (401 on the viewer query), and a closed port. A whole
+training run against the first: tests/e2e/test_train_tool_runs.py.
 """
 import http.server
 import socket

@@ -32,13 +32,15 @@ from benchmark.harness.faults.runs import (Scorecard, differing, final_checkpoin
 
 def score_kill_resume(card: Scorecard, tmp: str, data_root: str, method: str, reference: str,
                     fault: str, epochs: int, nproc: int = 1, no_eval: bool = True,
-                    log=print) -> None:
-    """One SIGKILL case: run with the fault, resume until done, compare with the reference."""
+                    log=print, **config) -> None:
+    """One SIGKILL case: run with the fault, resume until done, compare with the reference
+    (a checkpoint of the same config uninterrupted; ``config``: more `write_config` settings)."""
     name = f"{method}-{re.sub(r'[^a-z0-9]+', '-', fault.lower()).strip('-')}-{nproc}p"
     work = osp.join(tmp, name)
     cfg = write_config(osp.join(tmp, f'{name}.py'), method, data_root, epochs=epochs,
-                       fault=f"dict(type='KillHook', {fault})")
-    plain = write_config(osp.join(tmp, f'{name}-resume.py'), method, data_root, epochs=epochs)
+                       fault=f"dict(type='KillHook', {fault})", **config)
+    plain = write_config(osp.join(tmp, f'{name}-resume.py'), method, data_root, epochs=epochs,
+                         **config)
     first = train(cfg, work, nproc=nproc, no_eval=no_eval)
     killed = first.returncode != 0
     second = train(plain, work, nproc=nproc, resume=True, no_eval=no_eval)
