@@ -1,8 +1,10 @@
 """One command for a suite: expand, plan, (dry run: print the plan), run, render, summarise.
 
 ``tools/run_suite.py`` parses its arguments and calls `run_suite`; the steps live in
-``suite_spec`` (the file and its runs), ``suite_plan`` (what is left to do), ``suite_run``
-(local or SLURM execution) and ``suite_report`` (the leaderboard).
+``spec`` (the file and its runs) and ``policy`` (its statistics keys), ``plan`` (what is left to
+do), ``runner`` with ``claim``, ``process``, ``status`` and ``outcome`` (local execution),
+``slurm`` (SLURM through submitit), ``report`` (the leaderboard) and ``publish`` (a page's
+block).
 """
 from __future__ import annotations
 
