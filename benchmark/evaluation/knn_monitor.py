@@ -48,7 +48,8 @@ class KNNMonitorHook(Hook):
         for name, ok, want, value in [
                 ('interval', interval >= 1, '>= 1', interval),
                 ('num_train', num_train >= 1, '>= 1', num_train),
-                ('num_test', num_test >= 1, '>= 1', num_test), ('k', k is None or k >= 1, 'None or >= 1', k),
+                ('num_test', num_test >= 1, '>= 1', num_test),
+                ('k', k is None or k >= 1, 'None or >= 1', k),
                 ('temperature', temperature > 0, '> 0', temperature),
                 ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
                 ('batch_size', batch_size >= 1, '>= 1', batch_size),

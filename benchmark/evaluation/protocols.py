@@ -3,6 +3,7 @@
 A protocol that cannot produce a number on these features (NaN features, one class, k beyond
 the bank, ...) reports `NA(<reason>)` for its metrics instead of stopping the others.
 """
+from contextlib import suppress
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Union
 
@@ -40,7 +41,8 @@ def _guard(settings: dict, names: Sequence[str], compute: Callable[[], dict]) ->
 
 def run_protocols(train: tuple, test: tuple, num_classes: int,
                   protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
-                  knn_k: Optional[int] = None, knn_temperature: float = 0.1, linear_epochs: int = 100,
+                  knn_k: Optional[int] = None, knn_temperature: float = 0.1,
+                  linear_epochs: int = 100,
                   cluster_classes: int = 10, cluster_per_class: int = 1000, seed: int = 0,
                   figure_path: Optional[str] = None, title: str = '',
                   device: Optional[Union[str, torch.device]] = None) -> Dict[str, dict]:
@@ -77,11 +79,13 @@ def run_protocols(train: tuple, test: tuple, num_classes: int,
     if 'knn' in protocols:
         settings = dict(k=knn_k, temperature=knn_temperature, split='train->test')
         if knn_k is None:
-            settings.update(k=knn_k_for(y_tr), k_rule=KNN_K_RULE)
+            settings['k_rule'] = KNN_K_RULE
+            with suppress(ValueError):  # no labels: raised again inside the guard, NA
+                settings['k'] = knn_k_for(y_tr)
         out['knn'] = _guard(settings, ACCURACY,
-                            lambda: topk_accuracy(knn_predict(x_tr, y_tr, x_te, num_classes,
-                                                              settings['k'], knn_temperature,
-                                                              device=device), y_te))
+                            lambda: topk_accuracy(knn_predict(
+                                x_tr, y_tr, x_te, num_classes, settings['k'] or knn_k_for(y_tr),
+                                knn_temperature, device=device), y_te))
     if 'linear_fast' in protocols:
         out['linear_fast'] = _guard(dict(epochs=linear_epochs, seed=seed, features='cached',
                                          **LINEAR_FAST_SCHEDULE), ACCURACY,

@@ -201,16 +201,22 @@ def paused_config(folder: Path, data: str, at: int, slow_s: float = 0) -> tuple:
 
 
 # -------------------------------------------------------------------- the digits suite
-DIGITS_SUITE = """
+def digits_suite_text(epochs: int, batches: int) -> str:
+    """A two-run digits suite (MoCo-v2 and MixCo, seed 0, one process) at tiny sizes."""
+    return f"""
 configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
 seeds = [0]
 procs = 1
-cfg_options = {'train_cfg.max_epochs': 2, 'train_dataloader.batch_size': 8,
-               'train_dataloader.num_batch_per_epoch': 8, 'train_dataloader.num_workers': 0,
+cfg_options = {{'train_cfg.max_epochs': {epochs}, 'train_dataloader.batch_size': 8,
+               'train_dataloader.num_batch_per_epoch': {batches},
+               'train_dataloader.num_workers': 0,
                'train_dataloader.persistent_workers': False, 'model.queue_size': 32,
                'custom_hooks.1.num_train': 100, 'custom_hooks.1.num_test': 50,
-               'custom_hooks.1.k': 10, 'custom_hooks.2.num_test': 50}
+               'custom_hooks.1.k': 10, 'custom_hooks.2.num_test': 50}}
 """
+
+
+DIGITS_SUITE = digits_suite_text(epochs=2, batches=8)
 
 
 @dataclasses.dataclass

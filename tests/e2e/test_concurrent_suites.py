@@ -11,17 +11,9 @@ from pathlib import Path
 import benchmark.components  # noqa: F401
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
+from tests.e2e.conftest import digits_suite_text
 
-SUITE = """
-configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
-seeds = [0]
-procs = 1
-cfg_options = {'train_cfg.max_epochs': 1, 'train_dataloader.batch_size': 8,
-               'train_dataloader.num_batch_per_epoch': 4, 'train_dataloader.num_workers': 0,
-               'train_dataloader.persistent_workers': False, 'model.queue_size': 32,
-               'custom_hooks.1.num_train': 100, 'custom_hooks.1.num_test': 50,
-               'custom_hooks.1.k': 10, 'custom_hooks.2.num_test': 50}
-"""
+SUITE = digits_suite_text(epochs=1, batches=4)
 
 
 def test_two_suite_processes_train_each_run_once(tmp_path, subprocess_env):

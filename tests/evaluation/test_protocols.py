@@ -106,6 +106,9 @@ def test_a_protocol_that_cannot_run_reports_na_and_the_others_still_run():
     assert out['cluster']['metrics']['davies_bouldin'].startswith(
         'NA(cluster: need 2 <= number of classes < number of samples')
     assert isinstance(out['knn']['metrics']['top1'], float)  # the other protocol still ran
+    empty = (np.zeros((0, 4), np.float32), np.zeros(0, np.int64))  # k by the rule: no bank
+    out = run_protocols(empty, TEST, 3, protocols=('knn',), **dict(FAST, knn_k=None))
+    assert out['knn']['metrics']['top1'].startswith('NA(knn: the bank has no labels')
 
 
 def test_unknown_protocol_raises():
