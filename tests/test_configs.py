@@ -13,6 +13,7 @@ from mmengine.registry import DATASETS, MODELS
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
 from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.config.views import fill_view_size
 from tests.conftest import ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
@@ -24,7 +25,9 @@ PAPER = sorted(p for p in CONFIGS if p.name.endswith('_tiny.py'))
 
 @functools.lru_cache(maxsize=None)
 def _read(name: str) -> Config:
-    return Config.fromfile(str(ROOT / 'configs' / name))
+    cfg = Config.fromfile(str(ROOT / 'configs' / name))
+    fill_view_size(cfg)  # the device views' size follows the dataset's, as train.py fills it
+    return cfg
 
 
 def load(name: str) -> Config:

@@ -3,6 +3,8 @@
 Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
 Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2
+Where a demo run's time goes:       python tools/benchmark_speed.py --only demo \
+                                        --out X.json --table X.md  (about 6 minutes)
 The loop's own cost per iteration:  python tools/benchmark_speed.py --only loop
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.cli import ArgumentParser, non_negative_int, output_dir, output_file, run_tool
-from benchmark.harness.speed.bench import HEADLINE, PARTS, run
+from benchmark.harness.speed.bench import HEADLINE, NAMED_ONLY, PARTS, run
 from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings
 from benchmark.harness.speed.report import markdown
 from benchmark.harness.speed.timing import Settings
@@ -53,7 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='dataloader workers (default: the config\'s)')
     p.add_argument('--threads', type=int, help='torch and faiss threads (default: 1 on CPU, '
                    'robust to other load on the cores; torch\'s default on GPU)')
-    for name in ('feature_images', 'feature_batch', 'views_native', 'views_repeats'):
+    for name in ('feature_images', 'feature_batch', 'views_native', 'views_repeats',
+                 'demo_epochs', 'demo_rounds'):
         p.add_argument(f'--{name.replace("_", "-")}', type=int, default=getattr(d, name))
     for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
         p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
@@ -80,14 +83,16 @@ def settings(args: argparse.Namespace) -> Settings:
     for f in fields(Settings):
         given = getattr(args, f.name, None)
         values[f.name] = given if given is not None else paper.get(f.name, getattr(d, f.name))
-    skip = [p for p in PARTS if p not in args.only] if args.only else args.skip
+    skip = ([p for p in PARTS if p not in args.only] if args.only
+            else [*args.skip, *(p for p in NAMED_ONLY if p not in args.skip)])
     s = Settings(**{**values, 'skip': tuple(skip), 'configs': tuple(values['configs']),
                     'paper': args.paper})
     for name in s.configs:
         config_settings(s, name)  # raises on a bad name
     counts = ('input_size', 'batch', 'repeats', 'pipeline_rounds', 'pipeline_iters',
               'feature_images', 'feature_batch', 'knn_bank', 'knn_queries', 'knn_dim', 'knn_k', 'knn_classes',
-              'knn_chunk', 'knn_repeats', 'views_native', 'views_repeats', 'threads', 'images')
+              'knn_chunk', 'knn_repeats', 'views_native', 'views_repeats', 'threads', 'images',
+              'demo_epochs', 'demo_rounds')
     bad = [f'--{n.replace("_", "-")}={getattr(s, n)}' for n in counts
            if getattr(s, n) is not None and getattr(s, n) < 1]
     bad += [f'--warmup={s.warmup}'] * (s.warmup < 0)

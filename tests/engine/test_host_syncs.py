@@ -11,6 +11,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import benchmark.components  # noqa: F401  registers the hooks, Digits and the models
+from benchmark.engine.launch import load_config
 from benchmark.engine.deferred_log import DeferredRuntimeInfoHook
 from benchmark.engine.nan_guard import NaNGuardHook
 from tests.conftest import ROOT
@@ -20,7 +21,7 @@ READS = ('item', 'tolist', '__bool__', '__float__', '__int__', '__index__', 'num
 
 
 def _cfg(tmp_path, method: str) -> Config:
-    cfg = Config.fromfile(str(ROOT / f'configs/{method}_r18_digits.py'))
+    cfg = load_config(str(ROOT / f'configs/{method}_r18_digits.py'))
     cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
                          'train_dataloader.persistent_workers': False,
                          'train_dataloader.num_batch_per_epoch': ITERATIONS,
@@ -29,6 +30,9 @@ def _cfg(tmp_path, method: str) -> Config:
                          'default_hooks.checkpoint.interval': 100,
                          'default_hooks.checkpoint.save_last': False,
                          'default_hooks.checkpoint.iter_interval': SAVE_AT})
+    # The PIL views, drawn before the batch reaches the loop: the loop's and the hooks' reads
+    # are counted (the device views' preprocessor reads its CPU seeds and parameters).
+    cfg.train_dataloader.dataset.view = cfg.model.pop('data_preprocessor')['view']
     cfg.custom_hooks = [dict(type='RunInfoHook'),
                         dict(type='OnlineLinearProbeHook', num_test=16, batch_size=16),
                         dict(type='NaNGuardHook'), dict(type='PreemptionHook')]

@@ -56,8 +56,9 @@ def test_safe_checkpoint_hook_checks_the_guard_before_writing(tmp_path, tiny_bac
     from mmengine.runner import Runner
     import benchmark.components  # noqa: F401
     import benchmark.harness.faults.hooks  # noqa: F401  PoisonHook
+    from benchmark.engine.launch import load_config
     from tests.conftest import ROOT
-    cfg = Config.fromfile(str(ROOT / 'configs/mocov2_r18_digits.py'))
+    cfg = load_config(str(ROOT / 'configs/mocov2_r18_digits.py'))
     cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
                          'train_dataloader.persistent_workers': False,
                          'train_dataloader.num_batch_per_epoch': 6,

@@ -13,6 +13,7 @@ from mmengine.runner import Runner
 from torch import nn
 
 import benchmark.components  # noqa: F401  registers the hooks, Digits and the models
+from benchmark.engine.launch import load_config
 from benchmark.evaluation import online_probe
 from benchmark.evaluation.evaluate import online_results
 from benchmark.evaluation.features import extract_features
@@ -66,7 +67,7 @@ def test_bad_arguments_fail_in_one_line_naming_the_argument():
 
 
 def _cfg(tmp_path, probe: bool) -> Config:
-    cfg = Config.fromfile(str(ROOT / 'configs/mixco_r18_digits.py'))
+    cfg = load_config(str(ROOT / 'configs/mixco_r18_digits.py'))
     cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
                          'train_dataloader.persistent_workers': False,
                          'train_dataloader.num_batch_per_epoch': 2,

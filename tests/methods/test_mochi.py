@@ -12,6 +12,7 @@ from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
 import methods.mochi as mochi
+from benchmark.engine.launch import load_config
 from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from methods.mochi import (MoCHiMoCo, hardest_negatives, mochi_info_nce,
@@ -233,7 +234,7 @@ def test_training_step_queue_holds_only_real_keys(monkeypatch, epoch):
 @pytest.mark.parametrize('name, base', [('mochi_r18_tiny.py', 'mocov2_r18_tiny.py'),
                                         ('mochi_r18_digits.py', 'mocov2_r18_digits.py')])
 def test_config_validates_builds_and_differs_only_in_method_fields(name, base):
-    cfg = Config.fromfile(str(ROOT / 'configs' / name))
+    cfg = load_config(str(ROOT / 'configs' / name))  # the views' size filled, as train.py does
     validate_config(cfg)
     cfg.model.queue_size = 256
     assert isinstance(MODELS.build(cfg.model), MoCHiMoCo)

@@ -10,6 +10,7 @@ from mmengine.config import Config
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
+from benchmark.engine.launch import load_config
 from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, validate_config
 from methods.unmix import UnMixMoCo, cutmix_box, unmix_global, unmix_loss, unmix_region
@@ -249,7 +250,7 @@ def test_training_step_on_tiny_resnet18():
 @pytest.mark.parametrize('name, base', [('unmix_r18_tiny.py', 'mocov2_r18_tiny.py'),
                                         ('unmix_r18_digits.py', 'mocov2_r18_digits.py')])
 def test_config_validates_builds_and_differs_only_in_method_fields(name, base):
-    cfg = Config.fromfile(str(ROOT / 'configs' / name))
+    cfg = load_config(str(ROOT / 'configs' / name))  # the views' size filled, as train.py does
     validate_config(cfg)
     cfg.model.queue_size = 256
     assert isinstance(MODELS.build(cfg.model), UnMixMoCo)

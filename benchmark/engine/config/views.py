@@ -61,6 +61,10 @@ def check_view_pairing(cfg) -> None:
     if pre is None:
         return
     size, data_size = pre.get('input_size'), dataset.get('input_size', 224)
+    if size is None and (isinstance(data_size, bool) or not isinstance(data_size, int)
+                         or data_size < 1):
+        raise ValueError(f'train_dataloader.dataset.input_size must be a positive integer (the '
+                         f'views model.data_preprocessor draws take its size), got {data_size!r}')
     if size is not None and size != data_size:
         raise ValueError(f'model.data_preprocessor.input_size={size} differs from '
                          f'train_dataloader.dataset.input_size={data_size} (the size evaluation '

@@ -12,7 +12,8 @@ because a shared machine's speed drifts over minutes:
 3. loop: the suite's Runner against a plain PyTorch loop of the same model, batch and views,
    with the ResNet and with a near-zero-compute model (its fixed cost per iteration), fresh
    and after a long run's log history (benchmark/harness/speed/loop.py);
-4. features and kNN (speed_eval.py); 5. views: drawing a batch's views (speed_views.py).
+4. features and kNN (speed_eval.py); 5. views: drawing a batch's views (speed_views.py);
+6. demo (only when named): where a demo run's time goes, by part (benchmark/harness/speed/demo.py).
 Images/s always counts source images (B per step), the same for every method.
 """
 import os
@@ -23,6 +24,7 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
+from benchmark.harness.speed.demo import bench_demo
 from benchmark.harness.speed.eval import bench_features, bench_knn
 from benchmark.harness.speed.floor import (achieved, count_flops, describe_device, device_name,
                                            device_slug, floor_passes, peak_tflops, usable_cores)
@@ -35,7 +37,8 @@ from benchmark.harness.speed.views import bench_views
 from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio, step_peak_bytes,
                                       timed)
 
-PARTS = ('step', 'pipeline', 'loop', 'features', 'knn', 'views')
+PARTS = ('step', 'pipeline', 'loop', 'features', 'knn', 'views', 'demo')
+NAMED_ONLY = ('demo',)  # parts that run only when --only names them
 MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
                        'torch.cuda.max_memory_allocated growth during one step',
                'cpu': 'cpu: own tensors (weights, optimizer state, inputs) + peak growth of live '
@@ -238,6 +241,9 @@ def run(s: Settings, log: Callable[[str], None] = print,
     if 'views' not in s.skip:
         log('views ...')
         out['views'] = bench_views(s, device)
+    if 'demo' not in s.skip:
+        log('demo runs by part ...')
+        out['demo'] = bench_demo(s, log)
     out['load_average'] = dict(start=load, end=load_average())
     return out
 

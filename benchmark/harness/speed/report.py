@@ -2,6 +2,7 @@
 one row per pipeline configuration and method, and a line per evaluation part."""
 from typing import List, Optional
 
+from benchmark.harness.speed.demo import demo_table
 from benchmark.harness.speed.floor import NO_PEAK, peak_line
 from benchmark.harness.speed.loop import loop_line
 from benchmark.harness.speed.step import METHODS, PAIRS
@@ -123,4 +124,6 @@ def markdown(result: dict, s: Settings) -> str:
                   f'top-1 equal {k["top1_equal_fraction"]:.4f}.', '']
     if 'views' in result:
         lines += [views_line(result['views']), '']
+    if 'demo' in result:
+        lines += demo_table(result['demo']) + ['']
     return '\n'.join(lines).rstrip('\n') + '\n'

@@ -117,4 +117,6 @@ class Settings:
     loop_history: int = 100000  # loop part: logged values per scalar in its second phase
     loop_warmup: int = 5  # loop part: untimed iterations of each loop first
     views_repeats: int = 5
+    demo_epochs: int = 3  # demo part: epochs per run (the first is not counted)
+    demo_rounds: int = 1  # demo part: rounds of the three views variants in turn
     skip: Sequence[str] = field(default_factory=tuple)  # of PARTS

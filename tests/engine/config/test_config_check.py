@@ -90,7 +90,7 @@ def test_valid_variants_pass():
                                                  'randomness.seed': None,
                                                  'default_hooks.timer': None,
                                                  'custom_hooks.1.priority': 'LOW'}),
-                          ('mixco_r18_digits.py', {'train_dataloader.dataset.view.min_scale': 0.5,
+                          ('mixco_r18_digits.py', {'model.data_preprocessor.view.min_scale': 0.5,
                                                    'optim_wrapper.optimizer.lr': 1}),
                           ('mocov2_r18_tiny.py', {'train_cfg': dict(_delete_=True, by_epoch=False,
                                                                     max_iters=10)})]:
@@ -188,7 +188,7 @@ def test_train_reports_option_without_equals(one_error_line):
 
 def test_train_reports_bad_values_before_training(one_error_line):
     """A bad value fails before training with one line naming it."""
-    for option, words in [('train_dataloader.dataset.view=bogus', 'unknown view'),
+    for option, words in [('model.data_preprocessor.view.name=bogus', 'cannot be drawn on the device'),
                           ('model.temperature=-1', 'temperature must be > 0'),
                           ('model.mix_pairing=random', 'mix_pairing'),
                           ('model.key_momentum=1.5', 'key_momentum')]:

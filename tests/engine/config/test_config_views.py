@@ -81,9 +81,9 @@ def test_tiny_imagenet_fragment_switches_device_views_on(tmp_path):
 
 
 @pytest.mark.parametrize('options,words', [
-    ({'train_dataloader.dataset.view': 'raw_uint8'},
+    ({'train_dataloader.dataset.view': 'raw_uint8', 'pil': True},
      'train_dataloader.dataset.view=raw_uint8 hands undecoded uint8 images'),
-    ({'model.data_preprocessor.type': 'GPUViewPreprocessor'},
+    ({'model.data_preprocessor.type': 'GPUViewPreprocessor', 'pil': True},
      'draws the views on the device, but train_dataloader.dataset.view is'),
     ({**DEVICE_VIEWS, 'model.data_preprocessor.input_size': 32},
      'model.data_preprocessor.input_size=32 differs from train_dataloader.dataset.input_size=16'),
@@ -99,7 +99,9 @@ def test_tiny_imagenet_fragment_switches_device_views_on(tmp_path):
 def test_unpaired_or_bad_device_views_are_one_line_errors(options, words):
     options = dict(options)
     view = options.pop('view', None)  # a dict cannot replace a str view through a merge
-    cfg = config('mocov2_r18_digits.py', options)
+    # 'pil': a config whose views are PIL's (the tiny one); else digits (its views on the device)
+    cfg = config('mocov2_r18_tiny.py' if options.pop('pil', False) else 'mocov2_r18_digits.py',
+                 options)
     if view is not None:
         cfg.train_dataloader.dataset.view = view
     with pytest.raises(ConfigError) as err:
