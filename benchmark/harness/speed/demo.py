@@ -7,16 +7,16 @@ part, with its views drawn in three ways, run in turn (A B C, C B A, ...):
 - ``batched``: the configs' own; the loader hands out the 8x8 uint8 arrays and the model's
   `GPUViewPreprocessor` draws every image's two views in batches of tensors.
 
-Per epoch: the model step (forward, backward, SGD, the online probe's feature hook), drawing
-the views in the preprocessor (``batched``), the loader (the epoch outside the step and the
-hooks: its work in the training process, or waiting for its worker), the online probe's own
-steps and per-epoch validation, the checkpoint, the kNN monitor (run every epoch here to time
-it; the configs run it every 5th) and the other hooks. Medians over the epochs after the first
-(which starts the worker and warms up). Then, once per method, the default evaluation: feature
-extraction and each protocol. A run's projection is the config's epochs of those parts, the kNN
-monitor on its own epochs, and the evaluation; the demo's is one MoCo-v2 and one MixCo run one
-after the other (two slots side by side, each running one of each), assuming the two slots do
-not slow each other.
+Per epoch: the model step (forward, backward, SGD, the online probe's feature hook), the data
+preprocessor (drawing the views in ``batched``, else moving the batch), the loader (the epoch
+outside the step and the hooks: its work in the training process, or waiting for its worker),
+the online probe's own steps and per-epoch validation, the checkpoint, the kNN monitor (run
+every epoch here to time it; the configs run it every 5th) and the other hooks. Medians over
+the epochs after the first (which starts the worker and warms up). Then, once per method,
+the default evaluation: feature extraction and each protocol. A run's projection is the
+config's epochs of those parts, the kNN monitor on its own epochs, and the evaluation; the
+demo's is one MoCo-v2 and one MixCo run one after the other (two slots side by side, each
+running one of each), assuming the two slots do not slow each other.
 """
 import functools
 import os
@@ -44,7 +44,7 @@ DEMO_BATCH = 64  # configs/suites/demo_digits.py: one process with the configs' 
 VARIANTS = ('pil-worker', 'pil-main', 'batched')
 TIMED_HOOKS = ('OnlineLinearProbeHook', 'SafeCheckpointHook', 'KNNMonitorHook')
 STAGES = ('before_train_epoch', 'before_train_iter', 'after_train_iter', 'after_train_epoch')
-PARTS = ('model step', 'views (preprocessor)', 'loader', *TIMED_HOOKS, 'other hooks', 'epoch')
+PARTS = ('model step', 'preprocessor', 'loader', *TIMED_HOOKS, 'other hooks', 'epoch')
 
 
 def variant_cfg(config: str, variant: str, epochs: int, work_dir: str):
@@ -78,7 +78,7 @@ class PartTimer:
         self.now: Dict[str, float] = defaultdict(float)
         model = runner.model
         self._wrap(model, 'train_step', 'step')
-        self._wrap(model.data_preprocessor, 'forward', 'views (preprocessor)')
+        self._wrap(model.data_preprocessor, 'forward', 'preprocessor')
         for hook in runner.hooks:
             name = type(hook).__name__
             for stage in STAGES:
@@ -101,9 +101,9 @@ class PartTimer:
 
     def _close_epoch(self) -> None:
         t = dict(self.now)
-        views = t.get('views (preprocessor)', 0.0)
+        views = t.get('preprocessor', 0.0)
         hooks = sum(t.get(k, 0.0) for k in (*TIMED_HOOKS, 'other hooks'))
-        parts = {'model step': t['step'] - views, 'views (preprocessor)': views,
+        parts = {'model step': t['step'] - views, 'preprocessor': views,
                  'loader': t['epoch'] - t['step'] - hooks,
                  **{k: t.get(k, 0.0) for k in (*TIMED_HOOKS, 'other hooks')}, 'epoch': t['epoch']}
         self.epochs.append(parts)
