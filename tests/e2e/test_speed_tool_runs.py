@@ -1,6 +1,7 @@
 """tools/benchmark_speed.py end to end at the tiniest sizes: every part, the --paper grid, the
-bf16 + channels_last switches (in-process, through the tool's main), and a real process killed
-midway leaving the parts it measured."""
+bf16 + channels_last switches (in-process, through the tool's main, each method's encoder a
+one-convolution stand-in for the ResNet: these check the tool's plumbing and its outputs, not
+the ResNet's speed), and a real process killed midway leaving the parts it measured."""
 import json
 import math
 import subprocess
@@ -10,12 +11,12 @@ import time
 import pytest
 import torch
 
-from benchmark.harness.speed.bench import HEADLINE, PARTS
-from tests.conftest import ROOT
+from benchmark.harness.speed.bench import HEADLINE, NAMED_ONLY, PARTS
+from tests.conftest import ROOT, tiny_backbone
 from tests.tools.test_benchmark_speed_tool import TINY, torch_threads  # noqa: F401 (autouse)
 from tools import benchmark_speed
 
-def test_tiny_run_writes_json_and_table(tmp_path, run_main):
+def test_tiny_run_writes_json_and_table(tmp_path, run_main, tiny_backbones):
     """Every part runs at the tiniest sizes; the numbers are sane (no assertion on speed)."""
     out, table = tmp_path / 'speed.json', tmp_path / 'speed.md'
     code, stdout, err, _ = run_main(benchmark_speed, *TINY, '--out', out, '--table', table)
@@ -23,7 +24,8 @@ def test_tiny_run_writes_json_and_table(tmp_path, run_main):
     result = json.loads(out.read_text())
     conditional = {k for k in HEADLINE if k.startswith('paper_')} | {'compile_speedup'}
     assert set(HEADLINE) - conditional <= set(result)
-    assert set(PARTS) - {'step'} | {'steps', 'device', 'memory_kind'} <= set(result)
+    assert set(PARTS) - {'step', *NAMED_ONLY} | {'steps', 'device', 'memory_kind'} <= set(result)
+    assert not set(NAMED_ONLY) & set(result)  # the demo part runs only when --only names it
     for key in HEADLINE:
         if key in result and key not in ('faiss_same_predictions',):
             assert math.isfinite(result[key]), key
@@ -47,6 +49,22 @@ def test_tiny_run_writes_json_and_table(tmp_path, run_main):
 
 
 @pytest.fixture
+def tiny_resnets(monkeypatch):
+    """tiny_backbone as a torchvision ResNet, the type CompileHook looks for to compile."""
+    import methods.base
+    from torchvision.models import ResNet
+
+    class TinyResNet(ResNet):
+        def __init__(self) -> None:
+            torch.nn.Module.__init__(self)  # none of ResNet's layers: tiny_backbone's
+            self.body, self.feature_dim = tiny_backbone(), 8
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x)
+    monkeypatch.setattr(methods.base, 'build_resnet', lambda **_: TinyResNet())
+
+
+@pytest.fixture
 def eager_compile(monkeypatch):
     """The -compile configuration traces with dynamo but skips inductor's code generation
     (minutes on a CPU, and not what this test checks); dynamo's caches are reset afterwards."""
@@ -64,7 +82,7 @@ def eager_compile(monkeypatch):
     torch._dynamo.reset()
 
 
-def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main):
+def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tiny_resnets):
     code, out, err, _ = run_main(
         benchmark_speed, '--paper', '--images', '64', '--input-size', '32', '--batch', '8',
         '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
@@ -93,7 +111,7 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main):
     assert 'paper_setting_images_per_s: ' in out
 
 
-def test_tiny_run_with_bf16_and_channels_last(tmp_path, run_main):
+def test_tiny_run_with_bf16_and_channels_last(tmp_path, run_main, tiny_backbones):
     out = tmp_path / 'speed.json'
     code, stdout, err, _ = run_main(
         benchmark_speed, '--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',

@@ -34,11 +34,10 @@ from benchmark.harness.speed.pipeline import (PIPELINE_METHODS, bench_pipeline, 
 from benchmark.harness.speed.step import (METHODS, PAIRS, PRECISIONS, build_step, step_inputs,
                                           train_step)
 from benchmark.harness.speed.views import bench_views
-from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio, step_peak_bytes,
-                                      timed)
+from benchmark.harness.speed.timing import (NAMED_ONLY, Settings, in_turn, own_bytes,
+                                            paired_ratio, step_peak_bytes, timed)
 
 PARTS = ('step', 'pipeline', 'loop', 'features', 'knn', 'views', 'demo')
-NAMED_ONLY = ('demo',)  # parts that run only when --only names them
 MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
                        'torch.cuda.max_memory_allocated growth during one step',
                'cpu': 'cpu: own tensors (weights, optimizer state, inputs) + peak growth of live '

@@ -78,6 +78,9 @@ def step_peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
     return torch.cuda.max_memory_allocated(device) - base
 
 
+NAMED_ONLY = ('demo',)  # parts that run only when asked for (minutes of real runs)
+
+
 @dataclass
 class Settings:
     """What to measure; the defaults finish in minutes on two CPU cores."""
@@ -119,4 +122,4 @@ class Settings:
     views_repeats: int = 5
     demo_epochs: int = 3  # demo part: epochs per run (the first is not counted)
     demo_rounds: int = 1  # demo part: rounds of the three views variants in turn
-    skip: Sequence[str] = field(default_factory=tuple)  # of PARTS
+    skip: Sequence[str] = NAMED_ONLY  # of PARTS; the demo part runs only when named
