@@ -31,6 +31,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.registry import DATASETS
 
+from benchmark.engine.config.views import device_views
 from benchmark.engine.launch import load_config
 from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
@@ -58,10 +59,11 @@ def variant_cfg(config: str, variant: str, epochs: int, work_dir: str):
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
     cfg.update(experiment_name=f'{Path(config).stem}-{variant}', log_level='WARNING')
     if variant != 'batched':
-        pre = cfg.model.pop('data_preprocessor', None)
-        if not pre or pre.get('type') != 'GPUViewPreprocessor':
+        pre = device_views(cfg)
+        if pre is None:
             raise ValueError(f'{config}: the demo part compares its batched views with the PIL '
                              'path; the config has no GPUViewPreprocessor')
+        cfg.model.pop('data_preprocessor')
         loader = cfg.train_dataloader
         loader.dataset.view = pre['view']
         loader.num_workers = int(variant == 'pil-worker')
@@ -101,9 +103,9 @@ class PartTimer:
 
     def _close_epoch(self) -> None:
         t = dict(self.now)
-        views = t.get('preprocessor', 0.0)
+        pre = t.get('preprocessor', 0.0)  # inside the step: counted once, as its own part
         hooks = sum(t.get(k, 0.0) for k in (*TIMED_HOOKS, 'other hooks'))
-        parts = {'model step': t['step'] - views, 'preprocessor': views,
+        parts = {'model step': t['step'] - pre, 'preprocessor': pre,
                  'loader': t['epoch'] - t['step'] - hooks,
                  **{k: t.get(k, 0.0) for k in (*TIMED_HOOKS, 'other hooks')}, 'epoch': t['epoch']}
         self.epochs.append(parts)
