@@ -1,6 +1,8 @@
 # make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (two one-process runs at a time),
 # evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
-# make test: the test suite, then its 25 slowest tests; make test-fast: without tests/e2e/ (slow).
+# make test: the test suite in WORKERS pytest-xdist processes (default 2, one per core of a
+# 2-core machine; WORKERS=0 runs it in one process), then its 25 slowest tests;
+# make test-fast: without tests/e2e/ (slow).
 # make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
 # included (TESTS=tests/tools for a part of it).
 VENV ?= .venv
@@ -35,11 +37,12 @@ install-gpu: $(STAMP)
 	$(FAISS_GPU)
 	$(PY) -m pip list 2>/dev/null | grep -i '^faiss'
 
+WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -ra --durations=25
+	$(PY) -m pytest -q -ra -n $(WORKERS) --durations=25
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -ra -m 'not slow'
+	$(PY) -m pytest -q -ra -n $(WORKERS) -m 'not slow'
 
 TESTS ?=
 coverage: $(STAMP)

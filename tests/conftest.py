@@ -25,6 +25,15 @@ needs_wandb = pytest.mark.skipif(importlib.util.find_spec('wandb') is None,
 E2E = ROOT / 'tests' / 'e2e'
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch takes its share of the cores (two workers with
+    torch's default of a thread per core would run twice as many threads as cores)."""
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', 0))
+    if workers > 1:
+        import torch
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), and only those.
     Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""

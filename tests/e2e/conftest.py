@@ -10,19 +10,24 @@ and tests/e2e/test_train_tool_runs.py check them), so no other test trains them 
 
 And the two-run digits suite run one run at a time, killed in its second run and restarted
 (`digits_suite`): tests/e2e/test_suite_e2e.py checks the restart, and
-tests/e2e/test_suite_parallel_e2e.py compares the same suite run two at a time with it."""
+tests/e2e/test_suite_parallel_e2e.py compares the same suite run two at a time with it.
+
+Each is made once per session even under pytest-xdist (`once`): the first worker that needs it
+trains it, a second waits for it."""
 import dataclasses
 import importlib.util
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence, TypeVar
 
 import pytest
+from filelock import FileLock
 
 from benchmark.data.fakes import make_fake_tiny_imagenet
 from benchmark.harness.faults import runs as fr
@@ -34,11 +39,39 @@ INTERVAL = 3  # iter_<n>.pth every 3 iterations (besides every epoch's)
 TINY = dict(workers=1, iter_interval=INTERVAL)  # `fr.write_config`'s settings besides these
 
 
+T = TypeVar('T')
+
+
+def once(tmp_path_factory, name: str, make: Callable[[Path], T]) -> T:
+    """`make(folder)` once per test session: under pytest-xdist (make test runs two workers)
+    the first worker to ask makes it under a lock in the session's shared temporary folder,
+    the others wait for it and read its pickled result."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        root = root.parent  # the workers' folders are popen-gw<n> in the session's
+    folder, result = root / name, root / f'{name}.pickle'
+    with FileLock(str(root / f'{name}.lock')):
+        if result.exists():
+            kind, fields = pickle.loads(result.read_bytes())
+            return fields if kind is None else globals()[kind](**fields)
+        folder.mkdir(exist_ok=True)
+        value = make(folder)
+        # A dataclass of this module goes by its fields: pickle finds a class by its module's
+        # name, and pytest may import this file under a name that is not importable.
+        if dataclasses.is_dataclass(value):
+            saved = (type(value).__name__,
+                     {f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+        else:
+            saved = (None, value)
+        result.write_bytes(pickle.dumps(saved))
+        return value
+
+
 @pytest.fixture(scope='session')
 def tiny_data(tmp_path_factory) -> str:
     """32 training images of 32 px in 2 classes, 2 validation images per class."""
-    return str(make_fake_tiny_imagenet(tmp_path_factory.mktemp('tiny-data'), num_classes=2,
-                                       train_per_class=16, val_per_class=2, size=32))
+    return once(tmp_path_factory, 'tiny-data', lambda folder: str(make_fake_tiny_imagenet(
+        folder, num_classes=2, train_per_class=16, val_per_class=2, size=32)))
 
 
 def tiny_config(path, data: str, *, imports: Sequence[str] = (), hooks: Sequence[str] = ()) -> str:
@@ -90,22 +123,25 @@ def reference_1p(tmp_path_factory, tiny_data) -> Reference:
     online, with a key, to a server that accepts connections and never answers (the one that
     would cost most without the probe): it must end offline with its record."""
     from tests.engine.test_wandb_fallback import KEY, wandb_server
-    folder = tmp_path_factory.mktemp('reference-1p')
-    env = run_env(folder)
-    with wandb_server('silent') if HAS_WANDB else nullcontext() as url:
-        if url:
-            env.update(WANDB_MODE='online', WANDB_API_KEY=KEY, WANDB_BASE_URL=url)
-        return _reference(folder, tiny_data, 1, env)
+
+    def make(folder: Path) -> Reference:
+        env = run_env(folder)
+        with wandb_server('silent') if HAS_WANDB else nullcontext() as url:
+            if url:
+                env.update(WANDB_MODE='online', WANDB_API_KEY=KEY, WANDB_BASE_URL=url)
+            return _reference(folder, tiny_data, 1, env)
+    return once(tmp_path_factory, 'reference-1p', make)
 
 
 @pytest.fixture(scope='session')
 def reference_2p(tmp_path_factory, tiny_data) -> Reference:
     """tools/dist_train.sh, two gloo processes, evaluated into `results`; wandb (installed)
     without credentials in this HOME: it must log offline with one warning."""
-    folder = tmp_path_factory.mktemp('reference-2p')
-    env = run_env(folder)
-    env.pop('WANDB_MODE')
-    return _reference(folder, tiny_data, 2, env)
+    def make(folder: Path) -> Reference:
+        env = run_env(folder)
+        env.pop('WANDB_MODE')
+        return _reference(folder, tiny_data, 2, env)
+    return once(tmp_path_factory, 'reference-2p', make)
 
 
 @pytest.fixture
@@ -236,9 +272,12 @@ class RestartedSuite:
 
 @pytest.fixture(scope='session')
 def digits_suite(tmp_path_factory) -> RestartedSuite:
+    return once(tmp_path_factory, 'digits-suite', restarted_suite)
+
+
+def restarted_suite(folder: Path) -> RestartedSuite:
     import benchmark.components  # noqa: F401  registers the suite's types
     from benchmark.suites.spec import expand_suite
-    folder = tmp_path_factory.mktemp('digits-suite')
     (folder / 'tiny.py').write_text(DIGITS_SUITE)
     cmd = [sys.executable, str(REPO_ROOT / 'tools/run_suite.py'), str(folder / 'tiny.py'),
            '--no-wandb']
