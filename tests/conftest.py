@@ -35,12 +35,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), and only those.
+    """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), and only those;
+    they run first.
     Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""
     import torch
     for item in items:
         if item.path.resolve().is_relative_to(E2E):
             item.add_marker(pytest.mark.slow)
+    # The slow ones first: pytest-xdist's workers then end on short tests, together.
+    items.sort(key=lambda item: item.get_closest_marker('slow') is None)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device')

@@ -22,10 +22,21 @@ for name in NUM_PROCS NNODES; do
   fi
 done
 
+# A stop signal that comes before the training processes run is kept (STOP) and passed on to
+# them once they do; one that comes before they start ends this script (143; 130 for SIGINT).
+STOP=
+trap 'STOP=TERM' TERM
+trap 'STOP=USR1' USR1
+trap 'STOP=INT' INT
+
 # The config is checked once, in one process, before any is started: a bad key or value is one
 # line and exit code 2 (torchrun would wrap the processes' errors in its own report).
 WORLD_SIZE=$((NNODES * NUM_PROCS)) PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
   "$PYTHON" "$ROOT/tools/train.py" "$CONFIG" --check-only "$@" || exit $?
+if [ -n "$STOP" ]; then
+  echo "stopped by SIG$STOP before training started; nothing to save" >&2
+  if [ "$STOP" = INT ]; then exit 130; else exit 143; fi
+fi
 if [ -z "${PORT:-}" ] && [ "$NNODES" = 1 ]; then  # one machine: any free port
   PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 fi
@@ -42,10 +53,13 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 # A process that has to end the job with a code of its own (143; 3 for a divergence, 74 for a
 # full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to
 # repeat after torchrun's report: torchrun reports any failed job as 1.
+# The training processes hold such a signal until their PreemptionHook takes it over
+# (TRAIN_HOLD_SIGNALS, benchmark/engine/held_signals.py): one that reaches them while they
+# import or load a checkpoint is acted on after their first step instead of killing them.
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
-forward() { pkill "-$1" -P "$CHILD" 2>/dev/null || true; }
-PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
+TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
+  PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
   "$PYTHON" -c 'import runpy, signal, sys
 for sig in (signal.SIGTERM, signal.SIGUSR1):
     signal.signal(sig, lambda *_: None)
@@ -55,11 +69,22 @@ runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' 
   --nproc_per_node="$NUM_PROCS" --master_port="$PORT" \
   "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
 CHILD=$!
-trap 'forward TERM' TERM
-trap 'forward USR1' USR1
-trap 'forward INT' INT
+SENT=
+trap 'STOP=TERM SENT=' TERM
+trap 'STOP=USR1 SENT=' USR1
+trap 'STOP=INT SENT=' INT
 set +e
 while kill -0 "$CHILD" 2>/dev/null; do
+  # A signal is passed on to torchrun's training processes once all of them have started.
+  if [ -n "$STOP" ] && [ -z "$SENT" ]; then
+    if [ "$(pgrep -c -P "$CHILD")" -ge "$NUM_PROCS" ]; then
+      pkill "-$STOP" -P "$CHILD" 2>/dev/null
+      SENT=1
+    else
+      sleep 0.2
+      continue
+    fi
+  fi
   wait "$CHILD"  # returns early (128 + signal) when a trapped signal arrives: wait again
 done
 wait "$CHILD"  # the child's own exit status (bash keeps it after the child is reaped)

@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import sys
 
+import benchmark.engine.held_signals as held_signals  # first: holds stop signals from here on
+
 from mmengine.runner import Runner
 
 import benchmark.components  # noqa: F401  registers every type a config can name
@@ -24,7 +26,7 @@ from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError
-from benchmark.engine.preemption import tell_launcher
+from benchmark.engine.preemption import PreemptionHook, tell_launcher
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
 from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,
@@ -95,6 +97,8 @@ def main(argv=None) -> int:
         return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
     if runner is None:
         return 0
+    if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):
+        held_signals.release()  # nothing will take a held signal over: its default action
     try:
         return train(runner, args, identity)
     finally:  # the process usually ends here, which gives it up as well

@@ -15,6 +15,7 @@ from mmengine.registry import HOOKS
 from benchmark import dist
 from benchmark.data.worker_signals import protect_loader_workers
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
+from benchmark.engine import held_signals
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.layout import PREEMPTED_MARKER
 
@@ -70,6 +71,8 @@ class PreemptionHook(Hook):
         self._every = logger_interval(runner) or 1
         for name in self.signals:
             signal.signal(getattr(signal, name), self._handle)
+        # one that came while the process started (held_signals): acted on after the first step
+        self.received = self.received or held_signals.take()
         protect_loader_workers(runner.train_dataloader)  # before its workers start
         marker = osp.join(runner.work_dir, PREEMPTED_MARKER)
         if osp.exists(marker) and dist.is_main():

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,44 @@ def test_a_whole_job_sigterm_saves_exits_143_and_resumes_bit_identical(
     assert f'resumed epoch: {AT // STEPS[nproc]}, iter: {AT}' in resumed.stdout + resumed.stderr
     final = fr.load_weights(fr.final_checkpoint(str(work), EPOCHS))
     assert fr.differing(reference.weights, final) == []
+
+
+def test_a_sigterm_while_the_training_processes_start_is_held_until_their_first_step(
+        tmp_path, tiny_data):
+    """SIGTERM to tools/dist_train.sh (as a suite stops its run) while its two training
+    processes are still importing: they hold it (benchmark/engine/held_signals.py), and once
+    training runs they act on it at their first agreement, save, and the job exits 143.
+    (Before, the default action killed them there: torchrun's failure, exit 1, nothing saved.)"""
+    work = tmp_path / 'work'
+    env = dict(run_env(tmp_path), PORT=str(fr.free_port()), PYTHON=sys.executable)
+    cmd = ['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'),
+           tiny_config(tmp_path / 'tiny.py', tiny_data), '2', '--work-dir', str(work), '--no-eval']
+
+    def trainers() -> list:  # torchrun's children: python [-u] .../tools/train.py ...
+        found = []
+        for pid in process_tree(proc.pid):
+            try:
+                args = Path(f'/proc/{pid}/cmdline').read_bytes().split(b'\0')
+            except OSError:
+                continue
+            if any(a.endswith(b'tools/train.py') for a in args[1:3]) and b'--launcher' in args:
+                found.append(pid)
+        return found
+
+    with open(tmp_path / 'stopped.log', 'w') as log:
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            wait_for(lambda: len(trainers()) == 2, 300, 'the training processes to start', proc)
+            assert not list(work.glob('*.pth'))  # they are importing: no step yet
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    output = (tmp_path / 'stopped.log').read_text()
+    assert code == 143, output[-3000:]
+    done = int((work / PREEMPTED_MARKER).read_text())
+    assert 1 <= done < EPOCHS * STEPS[2], done
+    assert 'SIGTERM: saved ' in output and f'after iteration {done}; exiting with 143' in output
+    assert fr.referenced_corrupt(str(work)) == []

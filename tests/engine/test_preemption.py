@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from mmengine.registry import HOOKS
 
-from benchmark.engine import preemption
+from benchmark.engine import held_signals, preemption
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE, PreemptionHook
 from benchmark.layout import PREEMPTED_MARKER
@@ -77,6 +77,15 @@ def test_before_train_installs_the_handler_and_clears_an_old_marker(tmp_path, re
     hook.received = None
     os.kill(os.getpid(), signal.SIGTERM)
     assert hook.received == 'SIGTERM'
+
+
+def test_preemption_hook_takes_over_a_held_signal(tmp_path, restore_signals):
+    held_signals.hold()
+    os.kill(os.getpid(), signal.SIGTERM)
+    hook = PreemptionHook()
+    hook.before_train(_runner(tmp_path, 0))
+    assert hook.received == 'SIGTERM' and held_signals.take() is None  # acted on after a step
+    assert signal.getsignal(signal.SIGTERM) == hook._handle
 
 
 def test_no_signal_does_nothing(tmp_path, exits):

@@ -1,0 +1,74 @@
+"""Stop signals that come before the training loop are held, not fatal: recorded while a
+process started by tools/dist_train.sh imports and builds, or delivered again where no hook
+will take them (PreemptionHook taking one over: tests/engine/test_preemption.py); and
+tools/dist_train.sh keeps one that comes before its training processes exist."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmark.engine import held_signals
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def restore_signals():
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    yield
+    held_signals.take()
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def test_a_held_signal_is_recorded_then_taken_once(restore_signals):
+    held_signals.hold()
+    assert held_signals.take() is None
+    os.kill(os.getpid(), signal.SIGUSR1)  # the real signal: the process goes on
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert held_signals.take() == 'SIGTERM'  # the last one
+    assert held_signals.take() is None
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+
+
+def test_importing_it_holds_only_when_the_launcher_asks():
+    code = ('import os, signal\nimport benchmark.engine.held_signals as h\n'
+            'os.kill(os.getpid(), signal.SIGTERM)\nprint(h.take())')
+    held = _python(code, TRAIN_HOLD_SIGNALS='1')
+    assert (held.returncode, held.stdout) == (0, 'SIGTERM\n'), held.stderr
+    assert _python(code, TRAIN_HOLD_SIGNALS='').returncode == -signal.SIGTERM
+
+
+def test_release_delivers_a_held_signal_with_its_default_action():
+    code = ('import os, signal\nfrom benchmark.engine import held_signals as h\nh.hold()\n'
+            'os.kill(os.getpid(), signal.SIGTERM)\nprint("held", flush=True)\nh.release()\n'
+            'print("not reached")')
+    proc = _python(code)
+    assert (proc.returncode, proc.stdout) == (-signal.SIGTERM, 'held\n')
+    quiet = _python('from benchmark.engine import held_signals as h\nh.hold()\nh.release()\n'
+                    'import signal\nprint(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)')
+    assert (quiet.returncode, quiet.stdout) == (0, 'True\n')
+
+
+def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, subprocess_env):
+    """SIGTERM while tools/dist_train.sh checks the config (before any trap it had set once
+    torchrun ran): the script used to die there and leave nothing to stop a training it was
+    about to start; now it ends with 143 and one line, and nothing trains."""
+    proc = subprocess.Popen(['bash', str(ROOT / 'tools' / 'dist_train.sh'),
+                             'configs/mixco_r18_tiny.py', '1', '--work-dir', str(tmp_path / 'w')],
+                            cwd=ROOT, env=dict(subprocess_env, PYTHON=sys.executable),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)  # the config check takes seconds: it is importing torch
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == ('stopped by SIGTERM before training started; '
+                                            'nothing to save')
+    assert not list(Path(tmp_path / 'w').glob('*/*.log'))
