@@ -2,7 +2,7 @@
 # evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
 # make test: the test suite in WORKERS pytest-xdist processes (default 2, one per core of a
 # 2-core machine; WORKERS=0 runs it in one process), then its 25 slowest tests;
-# make test-fast: without tests/e2e/ (slow).
+# make test-fast: without the tests marked slow (tests/e2e/ and the others that take seconds).
 # make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
 # included (TESTS=tests/tools for a part of it).
 VENV ?= .venv

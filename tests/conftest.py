@@ -35,12 +35,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), and only those;
-    they run first.
+    """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), as are the
+    tests of the gloo process pair (tests/methods/conftest.py) and the tests elsewhere marked
+    so (seconds each: real processes, whole runs); they run first.
     Tests marked `cuda` run where a CUDA device is, and are skipped (saying why) elsewhere."""
     import torch
     for item in items:
-        if item.path.resolve().is_relative_to(E2E):
+        if item.path.resolve().is_relative_to(E2E) or 'two_process_results' in getattr(
+                item, 'fixturenames', ()):
             item.add_marker(pytest.mark.slow)
     # The slow ones first: pytest-xdist's workers then end on short tests, together.
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)

@@ -112,6 +112,7 @@ def test_every_type_a_config_names_is_registered(config):
             assert module in REACHED, f'{name} lives in {module}, which components does not import'
 
 
+@pytest.mark.slow
 def test_configs_name_the_suites_own_types():
     """The walk is not vacuous: the suite's hooks, models and datasets all appear."""
     names = {name for config in CONFIGS

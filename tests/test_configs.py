@@ -6,13 +6,13 @@ import copy
 import functools
 import re
 
+import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import DATASETS, MODELS
 
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
-from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.config.views import fill_view_size
 from tests.conftest import ROOT
 
@@ -45,6 +45,7 @@ def test_config_names_follow_the_convention():
     assert [p.name for p in CONFIGS if not NAME.match(p.name)] == []
 
 
+@pytest.mark.slow
 def test_every_config_builds_its_model():
     """The model and its dataset type resolve in the registries; the model builds, with the
     feature width of its depth. Configs with equal model settings share one build, and the

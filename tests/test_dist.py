@@ -63,6 +63,7 @@ def _worker(rank: int, world: int, port: int, flags: tuple, out_dir: str) -> Non
     assert not torch_dist.is_initialized()
 
 
+@pytest.mark.slow
 def test_two_processes_any_process_is_true_everywhere_if_true_anywhere(tmp_path, free_port):
     """Rank 0 / rank 1 flags: (F, F) -> F, (T, F) -> T, (F, T) -> T, (T, T) -> T on both."""
     flags = ((False, True, False, True), (False, False, True, True))

@@ -253,6 +253,7 @@ def test_scan_results_are_cached_by_path_size_and_mtime(clean_tiny, tmp_path, mo
     assert checked == [str(copy)] * 2
 
 
+@pytest.mark.slow
 def test_record_carries_the_skipped_count(tmp_path):
     cfg = Config.fromfile(str(ROOT / 'configs' / 'mocov2_r18_tiny.py'))
     protocols = {'knn': {'settings': {}, 'metrics': {'top1': 50.0}}}

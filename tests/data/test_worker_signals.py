@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
@@ -62,6 +63,7 @@ print(it._workers[0].exitcode)
 """
 
 
+@pytest.mark.slow
 def test_without_it_torchs_worker_dies_of_a_foreign_sigterm(subprocess_env):
     """The control (in a process of its own): what a whole-job SIGTERM did to a worker before,
     after which its trainer failed at the next batch."""
@@ -95,6 +97,7 @@ print('alive')
 """
 
 
+@pytest.mark.slow
 def test_a_worker_with_other_threads_ignores_the_signals_outright(subprocess_env):
     """Spawn and forkserver workers run threads before the worker's init: a blocked mask would
     leave those threads to die of the signal, so the signals are ignored process-wide."""

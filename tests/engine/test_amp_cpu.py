@@ -76,6 +76,7 @@ def record_layer1(model, seen):
             (out.dtype, out.is_contiguous(memory_format=torch.channels_last))))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NO_ACCELERATOR, reason='with a GPU the wrapper autocasts the GPU')
 @pytest.mark.parametrize('cls', [MoCo, MixCoMoCo])
 def test_bf16_channels_last_step_is_close_to_fp32(cls):

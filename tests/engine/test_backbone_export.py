@@ -92,6 +92,7 @@ def features(model: torch.nn.Module, size: int = SIZE, n: int = 6) -> torch.Tens
     return extract_features(model, data, batch_size=4, progress=False)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('fmt', ['torchvision', 'safetensors'])
 def test_trained_checkpoint_exports_the_evaluated_encoder(trained, fmt, tmp_path, monkeypatch):
     work, cfg = trained
@@ -107,6 +108,7 @@ def test_trained_checkpoint_exports_the_evaluated_encoder(trained, fmt, tmp_path
     assert features(model).shape == (6, 512)
 
 
+@pytest.mark.slow
 def test_sidecar_normalisation_is_the_evaluations_test_view(trained, tmp_path):
     paths = export_run(trained[0], 'torchvision', str(tmp_path))
     normalize = json.loads(open(paths[1]).read())['normalize']
@@ -114,6 +116,7 @@ def test_sidecar_normalisation_is_the_evaluations_test_view(trained, tmp_path):
     assert (normalize['mean'], normalize['std']) == (list(view.mean), list(view.std))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('fmt', ['torchvision', 'safetensors'])
 def test_random_encoder_is_the_one_eval_tool_evaluates(trained, fmt, tmp_path, monkeypatch):
     _, cfg = trained

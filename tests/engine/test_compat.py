@@ -45,6 +45,7 @@ def run_python(code: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_stock_torch_load_fails_on_mmengine_checkpoint(mmengine_checkpoint):
     """Without the allow-list torch>=2.6 refuses mmengine's checkpoint (open-mmlab/mmengine#1655)."""
     proc = run_python(f'''

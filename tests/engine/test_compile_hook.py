@@ -9,6 +9,7 @@ from benchmark.engine.compile_hook import CompileHook, compile_encoders
 from tests.engine.test_fast_switches import tiny_moco
 
 
+@pytest.mark.slow
 def test_compile_encoders_compiles_each_resnet_once_and_keeps_names_and_outputs():
     ref, model = tiny_moco(), tiny_moco()
     keys = list(model.state_dict())

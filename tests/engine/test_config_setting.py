@@ -111,6 +111,7 @@ def read_records(folder):
     return [json.loads(p.read_text()) for p in sorted((folder / 'runs').glob('*.json'))]
 
 
+@pytest.mark.slow
 def test_eval_tool_records_setting_and_overrides(tmp_path, run_main):
     """tools/eval.py CONFIG random with two seeds: one setting (as tools/train.py's
     load_config would give it), two config hashes, the options as overrides."""

@@ -77,6 +77,7 @@ def _steps(model, step, n=3):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_channels_last_ddp_steps_equal_the_plain_channels_last_steps(free_port):
     """One gloo process: DDP over a model converted *before* wrapping computes exactly the
     steps of the unwrapped NHWC model. Converting after wrapping (ChannelsLastHook inside

@@ -57,6 +57,7 @@ def test_release_delivers_a_held_signal_with_its_default_action():
     assert (quiet.returncode, quiet.stdout) == (0, 'True\n')
 
 
+@pytest.mark.slow
 def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, subprocess_env):
     """SIGTERM while tools/dist_train.sh checks the config (before any trap it had set once
     torchrun ran): the script used to die there and leave nothing to stop a training it was

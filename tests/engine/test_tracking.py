@@ -80,6 +80,7 @@ def test_record_rows_long_form():
             'NA(one class)'] in rows
 
 
+@pytest.mark.slow
 @needs_wandb
 def test_log_record_writes_the_table_to_an_offline_run(tmp_path, no_credentials):
     """With a real offline wandb run the record's rows land in the run's logged table."""
@@ -101,6 +102,7 @@ def test_log_record_without_wandb_backend_is_a_no_op(tmp_path):
     assert log_record(vis, RECORD) is False
 
 
+@pytest.mark.slow
 @needs_wandb
 def test_unreachable_wandb_server_means_one_warning_and_offline(tmp_path, monkeypatch, capsys):
     """Online mode, a key, but nothing listening: the run goes on offline after one warning."""
@@ -134,6 +136,7 @@ def wandb_lines(text: str) -> list:
             and 'WandbVisBackend' not in line]  # the config's own lines name the backend
 
 
+@pytest.mark.slow
 def test_a_training_run_without_wandb_logs_locally_after_one_line(tmp_path, subprocess_env):
     work_dir = tmp_path / 'run'
     proc = run_without_wandb(f'''
@@ -153,6 +156,7 @@ def test_a_training_run_without_wandb_logs_locally_after_one_line(tmp_path, subp
     assert not list(work_dir.glob('**/wandb'))
 
 
+@pytest.mark.slow
 def test_a_suite_table_without_wandb_is_one_line(tmp_path, subprocess_env):
     proc = run_without_wandb(f'''
         from pathlib import Path

@@ -137,6 +137,7 @@ def start_backend(tmp_path: Path, url: str, monkeypatch) -> tuple:
     return time.monotonic() - start, vis
 
 
+@pytest.mark.slow
 @needs_wandb
 @pytest.mark.parametrize('kind', SERVERS)
 def test_backend_starts_offline_with_one_warning(kind, tmp_path, online_env, init_modes, capsys):
@@ -153,6 +154,7 @@ def test_backend_starts_offline_with_one_warning(kind, tmp_path, online_env, ini
     assert len(runs) == 1 and list(runs[0].glob('files/media/table/eval/results_*.table.json'))
 
 
+@pytest.mark.slow
 @needs_wandb
 def test_init_failing_after_the_probe_retries_offline_under_the_same_id(tmp_path, online_env,
                                                                        init_modes, capsys):

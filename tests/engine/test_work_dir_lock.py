@@ -140,6 +140,7 @@ def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path,
     assert (tmp_path / 'exit_code').read_text() == f'75\n{lines[0]}\n'
 
 
+@pytest.mark.slow
 def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subprocess_env):
     proc = holder(tmp_path / 'w')
     env = dict(subprocess_env, PYTHON=sys.executable)

@@ -2,6 +2,7 @@
 import os
 import socket
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -50,6 +51,7 @@ def worker(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_gather_the_same_features(tmp_path):
     """Each process extracts a shard; both end with all 11 rows in dataset order."""
     with socket.socket() as sock:

@@ -138,6 +138,7 @@ class TinyClassifier(BaseModel):
         return dict(loss=F.cross_entropy(self.classifier(self.backbone(inputs)), data_samples))
 
 
+@pytest.mark.slow
 def test_real_runner_writes_knn_monitor_to_scalars_json(tmp_path, monkeypatch):
     """One epoch on digits (16 px, batch 16) with the default runtime's hooks and backends:
     knn_monitor/top1 lands in scalars.json after the last epoch though the interval is longer."""

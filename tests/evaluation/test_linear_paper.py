@@ -123,6 +123,7 @@ def test_default_config_and_work_dir_names():
         'work_dirs/mixco_r18_tiny/linear_r18_tiny_epoch_100'
 
 
+@pytest.mark.slow
 def test_run_on_digits_reports_final_epoch_and_keeps_encoder_frozen(tmp_path, monkeypatch):
     """2 tiny epochs, random init: finite final top-1, checkpoints written, encoder unchanged."""
     monkeypatch.setenv('WANDB_MODE', 'disabled')

@@ -91,6 +91,7 @@ def worker(rank: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_give_rank_0_the_one_process_result(tmp_path):
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))

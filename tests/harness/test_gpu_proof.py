@@ -55,6 +55,7 @@ def test_unknown_step_is_exit_2_before_any_folder_is_made(tmp_path, subprocess_e
     assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.slow
 @no_cuda
 def test_env_step_writes_to_a_relative_output_dir_and_fails_without_cuda(tmp_path,
                                                                          subprocess_env):
@@ -69,6 +70,7 @@ def test_env_step_writes_to_a_relative_output_dir_and_fails_without_cuda(tmp_pat
     assert not list((tmp_path / 'tmp').glob('gpu-proof.*'))
 
 
+@pytest.mark.slow
 @no_cuda
 def test_without_an_argument_the_outputs_go_to_results_gpu_proof(tmp_path, subprocess_env):
     """A copy of the script in a folder of its own, so that the checkout's results/ is left as

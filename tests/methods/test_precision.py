@@ -84,6 +84,7 @@ def test_at_least_float32_keeps_float64_and_integers():
     assert at_least_float32(torch.ones(2, dtype=torch.long)).dtype == torch.long
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('cls', [MoCo, MixCoMoCo])
 def test_queue_stays_float32_with_unit_keys_after_bf16_step(cls):
     """The keys enter the float32 queue normalised in float32 (norm 1 to 1e-6, not bf16's 4e-3)."""

@@ -176,6 +176,7 @@ def test_alternation_follows_a_checkpointed_step_counter(monkeypatch):
     assert seen == [False]
 
 
+@pytest.mark.slow
 def test_resume_is_bit_identical():
     """5 steps in one go == 3 steps, state dict and RNG state handed to a new model, 2 steps."""
     batches = [views(seed=i) for i in range(5)]

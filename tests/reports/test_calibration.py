@@ -14,6 +14,7 @@ REPS = 400
 ALPHA = 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('n', [3, 5, 10])
 def test_no_difference_gives_false_verdicts_at_most_alpha_and_intervals_cover(n):
     result = simulate(Model(), n, REPS, seed=n)
@@ -29,6 +30,7 @@ def test_no_difference_gives_false_verdicts_at_most_alpha_and_intervals_cover(n)
         assert math.isnan(result['delta_coverage']) and result['better'] == 0
 
 
+@pytest.mark.slow
 def test_a_true_effect_is_found_and_its_interval_covers():
     result = simulate(Model(shifts=(2.0, 2.0, -2.0)), 10, REPS, seed=1)
     assert result['false'] <= ALPHA + 3 * monte_carlo_se(ALPHA, REPS)
@@ -36,6 +38,7 @@ def test_a_true_effect_is_found_and_its_interval_covers():
     assert result['delta_coverage'] >= 0.93 - 3 * monte_carlo_se(0.93, result['intervals'])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('n', [5, 10])
 def test_equivalence_at_the_margin_is_claimed_at_most_alpha(n):
     margin = 1.0

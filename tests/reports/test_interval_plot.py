@@ -75,6 +75,7 @@ def test_only_the_papers_rows_give_no_plot(tmp_path):
     assert list((tmp_path / 'figs').iterdir()) == []
 
 
+@pytest.mark.slow
 def test_section_figures_name_one_file_or_one_per_section(tmp_path):
     one = section_figures(build_rows(records()), str(tmp_path / 'one'))
     assert one == {TITLE: 'intervals.png'}

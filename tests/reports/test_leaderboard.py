@@ -170,6 +170,7 @@ def test_rows_are_sorted_by_backbone_epochs_data():
                      ('resnet50', 200, 'tiny-imagenet', 'linear_paper')]
 
 
+@pytest.mark.slow
 def test_tool_writes_both_files(tmp_path, subprocess_env):
     for seed in (0, 1):
         write_record(record('mixco', seed, {'top1': 44.0 + seed}), str(tmp_path))

@@ -104,6 +104,7 @@ def _runner(suite_from_text, name):
     return runner, runner.suite.runs[0], lines
 
 
+@pytest.mark.slow
 def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from_text, holder,
                                                                        monkeypatch):
     """Passed over (back to the end of the queue), then, the queue back at it, waited for while
@@ -134,6 +135,7 @@ def test_a_held_run_is_passed_over_then_waited_for_then_planned_again(suite_from
     assert FileLock(str(Path(run.work_dir) / CLAIM_FILE)).probe() is None  # given up afterwards
 
 
+@pytest.mark.slow
 def test_a_wait_ends_when_the_suite_is_interrupted(suite_from_text, holder, monkeypatch):
     runner, run, lines = _runner(suite_from_text, 'stop.py')
     holder(run.work_dir)

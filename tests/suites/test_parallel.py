@@ -105,6 +105,7 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus({}) == []
 
 
+@pytest.mark.slow
 def test_parallel_is_refused_with_slurm_and_gpus_are_checked_before_anything_runs(
         tmp_path, no_gpu, monkeypatch):
     path = _suite(tmp_path)
@@ -167,6 +168,7 @@ def test_runs_go_side_by_side_each_with_its_cores_threads_and_port(tmp_path, no_
     assert out[-2] == 'summary: 2 run(s): 2 started'
 
 
+@pytest.mark.slow
 def test_one_at_a_time_runs_do_not_overlap(tmp_path, no_gpu, monkeypatch):
     """The same stand-in, one slot: each waits in vain for the other (the check is real)."""
     _together(tmp_path, monkeypatch, together=2)
@@ -230,6 +232,7 @@ write(phase='trained', epoch=3, iter=12, s_per_epoch=2.0, eta_s=0.0, train_s=6.0
 """
 
 
+@pytest.mark.slow
 def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path, no_gpu,
                                                                        monkeypatch):
     script = tmp_path / 'progress.py'
@@ -256,6 +259,7 @@ def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path
     assert any(line.startswith('[2/2] mocov2_r18_digits-s1: epoch 3/3 iter 12/12') for line in out)
 
 
+@pytest.mark.slow
 def test_progress_lines_are_rate_limited(tmp_path, no_gpu, monkeypatch):
     script = tmp_path / 'progress.py'
     script.write_text(PROGRESS)
@@ -300,6 +304,7 @@ def test_procs_replaces_the_suite_files_with_a_note(tmp_path, no_gpu):
     assert '2 process(es) each' in out[0] and not any(line.startswith('note:') for line in out)
 
 
+@pytest.mark.slow
 def test_a_work_dir_of_another_number_of_processes_is_refused(tmp_path, no_gpu):
     """--procs with the work root of the suite file's setting: its checkpoints are not resumed."""
     from benchmark.suites.plan import mark_work_dir

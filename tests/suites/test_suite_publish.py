@@ -53,6 +53,7 @@ def test_a_page_without_its_markers_is_one_line(tmp_path, body):
         check_page(str(tmp_path / 'nope.md'), 'demo')
 
 
+@pytest.mark.slow
 def test_run_suite_checks_the_page_before_anything_and_publishes_after(tmp_path):
     suite = tmp_path / 'pub.py'
     suite.write_text(SUITE)

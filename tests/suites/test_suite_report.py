@@ -82,6 +82,7 @@ def test_render_writes_page_csv_and_curves(suite, tmp_path):
     assert '| mocov2_r18_digits-s1 | default | 1 | not run |' in text
 
 
+@pytest.mark.slow
 def test_table_goes_to_an_offline_wandb_run(tmp_path, monkeypatch):
     pytest.importorskip('wandb')
     monkeypatch.setenv('WANDB_MODE', 'offline')

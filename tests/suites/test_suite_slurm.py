@@ -116,6 +116,7 @@ def test_executor_parameters(tmp_path, stubs):
                                               signal_delay_s=120)
 
 
+@pytest.mark.slow
 def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     path = tmp_path / 'tiny.py'
     path.write_text(SLURM_SUITE)
@@ -268,6 +269,7 @@ def fake_training(work: Path) -> list:
     return ['bash', '-c', script]
 
 
+@pytest.mark.slow
 def test_signalled_task_stops_its_training_and_is_requeued(tmp_path, monkeypatch):
     """SLURM may send the pre-emption signal (USR2) to every process of a task: the training
     ignores it, the task sends it SIGTERM (it saves and exits 143), submitit requeues the task,

@@ -66,6 +66,7 @@ def test_config_hash_is_what_train_py_records(tmp_path):
     assert other.config_sha256 != run.config_sha256  # max_epochs differs
 
 
+@pytest.mark.slow
 def test_grids_expand_as_products_and_unions(tmp_path):
     text = ("configs = [dict(config='configs/mixco_r18_digits.py', grid=["
             "{'model.mix_temperature': [0.1, 0.3], 'model.mix_weight': [0.5, 2.0]},"
@@ -97,6 +98,7 @@ def test_option_text_round_trips_through_cfg_options():
     assert digest({'b': 1, 'a': 'x'}) == digest({'a': 'x', 'b': 1}) != digest({'a': 'y', 'b': 1})
 
 
+@pytest.mark.slow
 def test_shipped_suites_expand_and_validate():
     """Every suite file builds and checks every run's config; the ablation keeps its variants."""
     names = {p.stem: p for p in SUITE_CONFIG_DIR.glob('*.py')}
@@ -153,6 +155,7 @@ def test_bad_suites_are_one_line_errors(tmp_path, text, message):
 # The statistics keys: how the suite's comparisons are judged (benchmark/suites/policy.py; each
 # bad value of read_policy: tests/suites/test_suite_policy.py). Here: through a suite file.
 
+@pytest.mark.slow
 def test_statistics_keys_are_read_into_the_suites_policy(tmp_path):
     plain = expand_suite(write_suite(tmp_path, f'configs = {DIGITS!r}\n', 'plain'))
     assert plain.policy == StatsPolicy()

@@ -2,6 +2,7 @@
 machine does not have as one `error:` line before anything is built or written."""
 import json
 
+import pytest
 import torch
 
 from benchmark.names import RANDOM_INIT
@@ -10,6 +11,7 @@ from tools import eval as eval_tool
 DIGITS = 'configs/mocov2_r18_digits.py'
 
 
+@pytest.mark.slow
 def test_eval_tool_runs_a_random_encoder_on_an_explicit_cpu(tmp_path, run_main):
     code, out, err, _ = run_main(eval_tool, DIGITS, 'random', '--device', 'cpu',
                                  '--protocols', 'knn', 'linear_fast', '--num-workers', '0',

@@ -12,6 +12,7 @@ TINY = ['train_dataloader.batch_size=8', 'train_dataloader.dataset.input_size=32
 NHWC = torch.channels_last
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['mocov2_r18_tiny_fast.py', 'mixco_r18_tiny_fast.py'])
 def test_fast_config_trains_one_step_on_cpu(name, tmp_path, fake_tiny, run_main):
     """tools/train.py runs one bf16 + channels_last step; the checkpoint shows both."""

@@ -35,6 +35,7 @@ def test_config_list_covers_pretraining_and_eval():
     assert len(CONFIGS) >= 23 and any(p.parent.name == 'eval' for p in CONFIGS)
 
 
+@pytest.mark.slow
 def test_every_config_validates_and_is_left_as_it_was():
     failures = []
     for path in CONFIGS:

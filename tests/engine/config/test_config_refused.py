@@ -5,6 +5,7 @@ for the components the configs name and their common swaps. Each test walks its 
 lists every case that fails."""
 import copy
 
+import pytest
 from mmengine.config import Config
 
 import benchmark.harness.faults.hooks  # noqa: F401  the fault campaign's configs name these
@@ -165,6 +166,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 def test_malformed_config_is_one_line_naming_the_key():
     failures = []
     for config, option, path, words in BAD:
@@ -376,12 +378,14 @@ def placed(config: str, place) -> dict:
     return cfg
 
 
+@pytest.mark.slow
 def test_every_place_is_valid_before_the_bad_value():
     failures = [f'{config} {place}: {why}' for config, place, _, _ in CASES
                 for why in [refusal(placed(config, place), '')] if why != 'accepted']
     assert not failures, '\n'.join(failures)
 
 
+@pytest.mark.slow
 def test_every_case_is_one_line_naming_the_key():
     failures = []
     for config, place, path, bad in CASES:

@@ -28,6 +28,7 @@ from tools import train
 
 @pytest.mark.parametrize('method, extra', [('mixco', ''), ('mixco', DEVICE_VIEWS), ('simclr', '')],
                          ids=['mixco', 'mixco-device-views', 'simclr'])
+@pytest.mark.slow
 def test_kill_mid_epoch_then_resume_is_bit_identical(method, extra, tmp_path, data, kills,
                                                      reference):
     """Killed after iteration 5 (epoch 2, batch 2 of 3): --resume picks iter_4.pth, trains the
@@ -136,6 +137,7 @@ class Snapshots:
         return operation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('keep', [1, -1])
 def test_a_kill_at_any_moment_of_a_checkpoint_write_leaves_a_whole_newest_checkpoint(
         keep, tmp_path, data, kills, reference, monkeypatch):
@@ -176,6 +178,7 @@ def test_a_kill_at_any_moment_of_a_checkpoint_write_leaves_a_whole_newest_checkp
     assert fr.differing(reference(), weights(resumed)) == []
 
 
+@pytest.mark.slow
 def test_kill_during_the_evaluation_then_resume_evaluates(tmp_path, data, kills, reference,
                                                           monkeypatch):
     """Killed while the end-of-training evaluation runs: the final checkpoint is whole and holds

@@ -29,6 +29,7 @@ def test_step_ratios_pair_each_member_with_its_baseline():
     assert {k.rsplit('_', 2)[0] for k in out if k.endswith('_floor_flops')} == set(PAIRS)
 
 
+@pytest.mark.slow
 def test_bench_steps_times_and_counts_each_member():
     s = Settings(input_size=16, batch=4, small_stem=True, repeats=2, warmup=0)
     steps = bench_steps(s, torch.device('cpu'), methods=('mocov2', 'mixco'))

@@ -48,6 +48,7 @@ def test_null_backbone_has_the_feature_size_and_almost_no_compute():
     assert out.shape == (4, 512)
 
 
+@pytest.mark.slow
 def test_tiny_comparison_reports_both_kinds_and_phases(tmp_path):
     s = Settings(input_size=16, batch=4, loop_rounds=2, loop_iters=2, loop_null_iters=3,
                  loop_history=500, loop_warmup=2, images=64)

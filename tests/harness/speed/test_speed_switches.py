@@ -32,6 +32,7 @@ def test_gpu_views_switch_gives_the_fast_configs_views(tmp_path):
 
 @pytest.mark.parametrize('precision, channels_last, expected', [
     ('fp32', False, (torch.float32, False)), ('bf16', True, (torch.bfloat16, True))])
+@pytest.mark.slow
 def test_bare_step_runs_in_the_chosen_precision_and_layout(precision, channels_last, expected):
     s = Settings(input_size=16, batch=4, small_stem=True, precision=precision,
                  channels_last=channels_last)
