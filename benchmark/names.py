@@ -18,6 +18,8 @@ METHODS: Dict[str, Tuple[str, str]] = {
     'MixCoSimCLR': ('mixco_simclr', 'MixCo (SimCLR)'),
 }
 RANDOM_INIT = 'random_init'  # the record name of an untrained encoder
+# Registered models that evaluate a pretrained encoder rather than pretrain one: no records.
+EVALUATION_MODELS = ('LinearProbe',)
 METHOD_NAMES = {kind: name for kind, (name, _) in METHODS.items()}
 METHOD_LABELS = {name: label for name, label in METHODS.values()}
 METHOD_ORDER = ('supervised', RANDOM_INIT, *[n for n in METHOD_NAMES.values() if n != 'supervised'])

@@ -20,7 +20,8 @@ from benchmark import dist
 from benchmark.cli import one_line
 from benchmark.engine.config.build import check_sections
 from benchmark.engine.config.keywords import ConfigError, check_keys, require_dict
-from benchmark.engine.config.rules import check_batch, check_finite, check_unchecked
+from benchmark.engine.config.rules import (check_batch, check_finite, check_method_named,
+                                           check_unchecked)
 from benchmark.engine.config.views import check_view_pairing, fill_view_size
 
 __all__ = ['ConfigError', 'CfgOptionsAction', 'merge_options', 'read_config', 'validate_config']
@@ -48,6 +49,7 @@ def validate_config(cfg: Config, world_size: Optional[int] = None) -> None:
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
+    check_method_named(top)
     check_batch(top, world_size_of_run() if world_size is None else world_size)
 
 

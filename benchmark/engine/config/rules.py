@@ -1,7 +1,8 @@
 """What no constructor can refuse: rules across keys, and values nobody else checks.
 
-Across keys: no NaN or infinity anywhere, a train batch of two images at least (and an even one
-for MixCo, which mixes its halves), a MoCo queue that holds one step's keys of every process,
+A pretraining method has its row in the vocabulary (benchmark/names.py). Across keys: no NaN
+or infinity anywhere, a train batch of two images at least (and an even one for MixCo, which
+mixes its halves), a MoCo queue that holds one step's keys of every process,
 and a batch that MoCo's split shuffle-BN divides into ``model.bn_splits`` groups (the device
 views and their raw dataset: views.py). Values: `UNCHECKED`, the few keys only mmengine's Runner
 reads, or that mmengine and torch accept although a run cannot use them. Each failure is one
@@ -16,6 +17,8 @@ from mmengine.registry import MODELS
 
 from benchmark.engine.compile_hook import COMPILE_MODES
 from benchmark.engine.config.keywords import ConfigError, accepted, hint, nodes
+from benchmark.names import EVALUATION_MODELS, METHOD_NAMES
+from methods.base import EncoderModel
 
 Rule = Callable[[Any, str], None]
 
@@ -116,6 +119,19 @@ def check_finite(cfg: dict) -> None:
     for path, value in nodes(cfg):
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f'{path} must be a finite number, got {value}')
+
+
+def check_method_named(cfg: dict) -> None:
+    """A pretraining method (an `EncoderModel`) has its row in the vocabulary: its records,
+    tables and baselines are keyed by the record name that row gives."""
+    kind = cfg['model'].get('type')
+    cls = MODELS.get(kind) if isinstance(kind, str) else kind
+    name = getattr(cls, '__name__', kind)
+    if isinstance(cls, type) and issubclass(cls, EncoderModel) and name not in (
+            *METHOD_NAMES, *EVALUATION_MODELS):
+        raise ConfigError(f'model.type={name!r} has no row in METHODS of benchmark/names.py; add '
+                          f"'{name}': (record name, table label) there (docs/methods.md, "
+                          '"Adding a method")')
 
 
 def check_batch(cfg: dict, world_size: int) -> None:

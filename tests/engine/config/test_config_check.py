@@ -100,6 +100,26 @@ def test_valid_variants_pass():
         validate_config(cfg)
 
 
+def test_a_method_without_its_vocabulary_row_is_refused():
+    """A registered method the vocabulary does not name would write records under its class
+    name, which no table, baseline or suite knows: refused, saying where the row goes."""
+    from mmengine.registry import MODELS
+
+    from methods.simclr import SimCLR
+
+    class UnnamedMethod(SimCLR):
+        pass
+    MODELS.register_module(module=UnnamedMethod, force=True)
+    try:
+        cfg = load('simclr_r18_tiny.py')
+        cfg.model.type = 'UnnamedMethod'
+        with pytest.raises(ConfigError, match=r"^model.type='UnnamedMethod' has no row in METHODS "
+                                              r'of benchmark/names.py; add'):
+            validate_config(cfg)
+    finally:
+        MODELS.module_dict.pop('UnnamedMethod')
+
+
 @pytest.mark.parametrize('world_size, batch, queue, ok', [
     (1, 64, 64, True), (2, 32, 64, True), (2, 32, 63, False), (4, 8, 16, False), (1, 8, 7, False)])
 def test_queue_holds_the_total_batch_of_all_processes(world_size, batch, queue, ok):

@@ -1,0 +1,101 @@
+"""docs/methods.md "Adding a method": its example, applied as written to a copy of the
+repository, gives a method whose bad values the check refuses in one line, whose own test
+passes, which trains, evaluates, and appears on the leaderboard under its label."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+COPIED = ('benchmark', 'methods', 'tools', 'configs', 'docs', 'tests', 'setup.cfg')
+# A block's heading: **`path`** (new file) | , at the end | , after the line starting `x`
+HEADING = re.compile(r'^\*\*`(?P<path>[^`]+)`\*\*(?P<where>[^\n]*):\n\n```\w*\n(?P<body>.*?)```',
+                     re.S | re.M)
+AFTER = re.compile(r'after the line starting (?:``(.+?)``|`(.+?)`)$')
+
+
+def example_steps() -> list:
+    """(path, where, body) of every block of the example, in order."""
+    text = (ROOT / 'docs' / 'methods.md').read_text()
+    section = text[text.index('### Example:'):]
+    section = section[:section.find('\n## ')] if '\n## ' in section else section
+    return [(m['path'], m['where'].strip(' ,'), m['body']) for m in HEADING.finditer(section)]
+
+
+def apply(repo: Path, path: str, where: str, body: str) -> None:
+    target = repo / path
+    if where == '(new file)':
+        assert not target.exists(), f'{path} exists already'
+        target.write_text(body)
+        return
+    after = AFTER.fullmatch(where)
+    assert after, f'docs/methods.md: cannot read where the block for {path} goes: {where!r}'
+    start = (after[1] or after[2]).strip()
+    lines = target.read_text().split('\n')
+    at = [i for i, line in enumerate(lines) if line.strip().startswith(start)]
+    assert len(at) == 1, f'{path}: {len(at)} lines start with {start!r}, want 1'
+    lines[at[0] + 1:at[0] + 1] = body.rstrip('\n').split('\n')
+    target.write_text('\n'.join(lines))
+
+
+def test_the_example_has_a_file_its_registration_config_and_test():
+    paths = [path for path, _, _ in example_steps()]
+    assert paths == ['methods/barlowtwins.py', 'methods/__init__.py', 'benchmark/names.py',
+                     'configs/barlowtwins_r18_digits.py', 'docs/configuration.md',
+                     'tests/methods/test_barlowtwins.py']
+
+
+@pytest.fixture(scope='module')
+def repo(tmp_path_factory) -> Path:
+    """A copy of the repository with the example's blocks applied."""
+    copy = tmp_path_factory.mktemp('with_a_new_method')
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns(
+                '__pycache__', '*.pyc', 'figures'))
+        else:
+            shutil.copy(source, copy / name)
+    for step in example_steps():
+        apply(copy, *step)
+    return copy
+
+
+def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(repo), WANDB_MODE='disabled')
+    return subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_path):
+    config = 'configs/barlowtwins_r18_digits.py'
+    bad = run(repo, 'tools/train.py', config, '--check-only', '--cfg-options',
+              'model.hidden_dim=-3')
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.count('\n') == 1, bad.stderr
+    assert 'model.hidden_dim=-3 refused by BarlowTwins' in bad.stderr
+
+    own = run(repo, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+              'tests/methods/test_barlowtwins.py')
+    assert own.returncode == 0, own.stdout[-2000:]
+    assert '2 passed' in own.stdout
+
+    work, results = tmp_path / 'work', tmp_path / 'results'
+    trained = run(repo, 'tools/train.py', config, '--work-dir', str(work), '--no-eval',
+                  '--cfg-options', 'train_cfg.max_epochs=1',
+                  'train_dataloader.num_batch_per_epoch=3', 'model.hidden_dim=32',
+                  'model.output_dim=32')
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    evaluated = run(repo, 'tools/eval.py', config, str(work / 'epoch_1.pth'), '--protocols',
+                    'knn', '--results-dir', str(results))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    board = run(repo, 'tools/leaderboard.py', '--results-dir', str(results), '--paper', 'none')
+    assert board.returncode == 0, board.stderr[-3000:]
+    rows = [line for line in (results / 'leaderboard.md').read_text().split('\n')
+            if line.startswith('| digits | kNN |')]
+    assert len(rows) == 1 and '| Barlow Twins' in rows[0], rows
