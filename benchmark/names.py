@@ -18,6 +18,7 @@ METHODS: Dict[str, Tuple[str, str]] = {
     'MixCoSimCLR': ('mixco_simclr', 'MixCo (SimCLR)'),
 }
 RANDOM_INIT = 'random_init'  # the record name of an untrained encoder
+RANDOM_INIT_LABEL = 'random init'
 METHOD_NAMES = {kind: name for kind, (name, _) in METHODS.items()}
 METHOD_LABELS = {name: label for name, label in METHODS.values()}
 METHOD_ORDER = ('supervised', RANDOM_INIT, *[n for n in METHOD_NAMES.values() if n != 'supervised'])
@@ -88,6 +89,12 @@ def protocol_name(name: str) -> str:
     if name not in PROTOCOLS:
         raise ValueError(f'unknown protocol {name!r}; choose from {sorted(PROTOCOLS)}')
     return name
+
+
+def method_label(name: str) -> str:
+    """The table label of a method's record name ('mixco' -> 'MixCo (MoCo-v2)', random_init ->
+    'random init'); a name the vocabulary does not know (a method only the paper ran) as it is."""
+    return RANDOM_INIT_LABEL if name == RANDOM_INIT else METHOD_LABELS.get(name, name)
 
 
 def protocol_family(protocol: str) -> str:

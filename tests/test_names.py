@@ -59,6 +59,13 @@ def test_derived_tables_invert_each_other():
         'mixco_simclr')
 
 
+def test_method_labels_fall_back_to_the_record_name():
+    assert names.method_label('mixco') == 'MixCo (MoCo-v2)' == names.METHOD_LABELS['mixco']
+    assert names.method_label(names.RANDOM_INIT) == 'random init'
+    assert names.method_label('pcl') == 'pcl'  # a method only the paper ran
+    assert all(names.method_label(name) == label for name, label in names.METHODS.values())
+
+
 def test_baselines_are_methods_and_match_the_papers_mixco_flag():
     methods_ = set(names.METHOD_ORDER)
     assert names.BASELINES['mixco'] == 'mocov2' and names.BASELINES['mixco_simclr'] == 'simclr'
