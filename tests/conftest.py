@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmark.layout import import_path  # noqa: E402
-from benchmark.names import METHOD_NAMES  # noqa: E402
+from benchmark.names import DATA_NAMES, LINEAR_CONFIG_SUFFIX, METHOD_NAMES  # noqa: E402
 
 # Tests of the wandb integration itself; a machine without wandb (a GPU image) skips them, and
 # the suite runs there with the wandb backends dropped (benchmark/engine/tracking.py).
@@ -26,6 +26,9 @@ needs_wandb = pytest.mark.skipif(importlib.util.find_spec('wandb') is None,
 
 
 E2E = ROOT / 'tests' / 'e2e'
+# The data part of a config's name: a dataset of benchmark/names.py DATASETS by its record name
+# or by the suffix of its configs ('tiny' for tiny-imagenet).
+CONFIG_DATA = sorted({*DATA_NAMES.values(), *LINEAR_CONFIG_SUFFIX.values()})
 
 
 def config_method(name: str) -> Optional[str]:

@@ -14,18 +14,14 @@ from mmengine.registry import DATASETS, MODELS
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
 from benchmark.engine.config.views import fill_view_size
-from benchmark.names import (BASELINES, DATA_ALIASES, DATA_NAMES, METHOD_NAMES, PAPER_MIXCO,
-                             canonical_data)
-from tests.conftest import ROOT, config_method, method_configs
+from benchmark.names import BASELINES, METHOD_NAMES, PAPER_MIXCO
+from tests.conftest import CONFIG_DATA, ROOT, config_method, method_configs
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
 # What follows the method: _r<depth>_<data>, then _<epochs>e (a longer schedule than the paper's
 # default for that backbone, Table 6) or _fast (speed switches on).
 REST = re.compile(r'_r(18|34|50)_([a-z0-9-]+)(_\d+e|_fast)?\.py')
 CONVENTION = '<method>_r<depth>_<data>[_<epochs>e|_fast].py'
-# The data part: a dataset of benchmark/names.py, by its record name or an alias ('tiny').
-DATA_PARTS = sorted(n for n in {*DATA_NAMES.values(), *DATA_ALIASES} if '_' not in n
-                    and canonical_data(n) in DATA_NAMES.values())
 PAPER = sorted(p for p in CONFIGS if p.name.endswith('_tiny.py'))
 # The paper's Table 1 methods: supervised and each base method of its CSV with and without MixCo.
 PAPER_METHODS = ('supervised', *PAPER_MIXCO, *PAPER_MIXCO.values())
@@ -67,9 +63,9 @@ def naming_problems(names) -> list:
         if not rest:
             problems.append(f'configs/{name}: the name of a config of {method!r} is {CONVENTION} '
                             '(depth 18, 34 or 50)')
-        elif rest.group(2) not in DATA_PARTS:
+        elif rest.group(2) not in CONFIG_DATA:
             problems.append(f'configs/{name}: {rest.group(2)!r} is no dataset of '
-                            f'benchmark/names.py DATASETS; the data part is one of {DATA_PARTS}')
+                            f'benchmark/names.py DATASETS; the data part is one of {CONFIG_DATA}')
     return problems
 
 
@@ -91,7 +87,7 @@ def test_naming_problems_say_what_to_do():
         f"configs/mixco_r101_tiny.py: the name of a config of 'mixco' is {CONVENTION} "
         '(depth 18, 34 or 50)',
         "configs/mocov2_r18_svhn.py: 'svhn' is no dataset of benchmark/names.py DATASETS; the "
-        f'data part is one of {DATA_PARTS}']
+        f'data part is one of {CONFIG_DATA}']
 
 
 def test_a_config_belongs_to_its_longest_method():

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.reports.records import build_record, write_record
 from benchmark.suites.publish import check_page, markers, publish
 from benchmark.suites.spec import SuiteError
@@ -73,8 +74,7 @@ def test_run_suite_checks_the_page_before_anything_and_publishes_after(tmp_path)
                               pretrain_data='digits', pretrain_epochs=30, eval_data='digits',
                               seed=run.seed, world_size=1, total_batch=32,
                               protocols={p: {'settings': {}, 'metrics': {'top1': top1}}
-                                         for p in ('knn', 'linear_fast', 'cluster',
-                                                   'cluster_tsne')})
+                                         for p in DEFAULT_PROTOCOLS})
         write_record(dict(record, config_sha256=run.config_sha256,
                           setting_sha256=run.setting_sha256, overrides=run.overrides),
                      expanded.results_dir)

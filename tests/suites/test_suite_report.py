@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import benchmark.components  # noqa: F401
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.report import log_suite_to_wandb, render_suite, suite_records
 from benchmark.suites.outcome import Outcome
@@ -15,7 +16,7 @@ from benchmark.reports.records import build_record, write_record
 
 SUITE = ("configs = ['configs/mocov2_r18_digits.py', dict(config='configs/mixco_r18_digits.py',"
          " grid={'model.mix_temperature': [0.1]})]\nseeds = [0, 1]\n")
-DEFAULT = ('knn', 'linear_fast', 'cluster', 'cluster_tsne')
+DEFAULT = DEFAULT_PROTOCOLS
 
 
 @pytest.fixture
