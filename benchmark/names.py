@@ -18,6 +18,7 @@ METHODS: Dict[str, Tuple[str, str]] = {
     'MixCoSimCLR': ('mixco_simclr', 'MixCo (SimCLR)'),
 }
 RANDOM_INIT = 'random_init'  # the record name of an untrained encoder
+RANDOM_INIT_LABEL = 'random init'
 # Registered models that evaluate a pretrained encoder rather than pretrain one: no records.
 EVALUATION_MODELS = ('LinearProbe',)
 METHOD_NAMES = {kind: name for kind, (name, _) in METHODS.items()}
@@ -90,6 +91,12 @@ def protocol_name(name: str) -> str:
     if name not in PROTOCOLS:
         raise ValueError(f'unknown protocol {name!r}; choose from {sorted(PROTOCOLS)}')
     return name
+
+
+def method_label(name: str) -> str:
+    """The table label of a method's record name ('mixco' -> 'MixCo (MoCo-v2)', random_init ->
+    'random init'); a name the vocabulary does not know (a method only the paper ran) as it is."""
+    return RANDOM_INIT_LABEL if name == RANDOM_INIT else METHOD_LABELS.get(name, name)
 
 
 def protocol_family(protocol: str) -> str:

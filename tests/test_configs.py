@@ -14,13 +14,17 @@ from mmengine.registry import DATASETS, MODELS
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
 from benchmark.engine.config.views import fill_view_size
-from tests.conftest import ROOT
+from benchmark.names import BASELINES, METHOD_NAMES, PAPER_MIXCO
+from tests.conftest import CONFIG_DATA, ROOT, config_method, method_configs
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
-# _<epochs>e: a longer schedule than the paper's default for that backbone (Table 6).
-NAME = re.compile(r'^(mocov2|mixco|simclr|mixco_simclr|supervised|imix|unmix|mochi)_r(18|34|50)'
-                  r'_(tiny|digits|imagenet)(_\d+e|_fast)?\.py$')
+# What follows the method: _r<depth>_<data>, then _<epochs>e (a longer schedule than the paper's
+# default for that backbone, Table 6) or _fast (speed switches on).
+REST = re.compile(r'_r(18|34|50)_([a-z0-9-]+)(_\d+e|_fast)?\.py')
+CONVENTION = '<method>_r<depth>_<data>[_<epochs>e|_fast].py'
 PAPER = sorted(p for p in CONFIGS if p.name.endswith('_tiny.py'))
+# The paper's Table 1 methods: supervised and each base method of its CSV with and without MixCo.
+PAPER_METHODS = ('supervised', *PAPER_MIXCO, *PAPER_MIXCO.values())
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,13 +40,75 @@ def load(name: str) -> Config:
 
 
 def test_configs_exist():
-    """The paper's 5 methods x 3 backbones, the 3 MixCo siblings on R18, the demo configs."""
-    assert len(PAPER) == 18 and len(CONFIGS) >= 23
+    """Every method of benchmark/names.py METHODS has a config; the paper's methods have one per
+    backbone on Tiny-ImageNet."""
+    have = {p.name for p in CONFIGS}
+    missing = [f'{m}: no configs/{m}_r<depth>_<data>.py; every method of benchmark/names.py '
+               'METHODS needs a config' for m in METHOD_NAMES.values() if not method_configs(m)]
+    missing += [f'the paper\'s {m}: no configs/{m}_r{depth}_tiny.py' for m in PAPER_METHODS
+                for depth in (18, 34, 50) if f'{m}_r{depth}_tiny.py' not in have]
+    assert not missing, '\n'.join(missing)
+
+
+def naming_problems(names) -> list:
+    """One line per config file name that breaks the convention, saying what to do."""
+    problems = []
+    for name in names:
+        method = config_method(name)
+        if method is None:
+            problems.append(f'configs/{name}: its name starts with no method of benchmark/names.py '
+                            f'METHODS; add the method there or name the config {CONVENTION}')
+            continue
+        rest = REST.fullmatch(name[len(method):])
+        if not rest:
+            problems.append(f'configs/{name}: the name of a config of {method!r} is {CONVENTION} '
+                            '(depth 18, 34 or 50)')
+        elif rest.group(2) not in CONFIG_DATA:
+            problems.append(f'configs/{name}: {rest.group(2)!r} is no dataset of '
+                            f'benchmark/names.py DATASETS; the data part is one of {CONFIG_DATA}')
+    return problems
 
 
 def test_config_names_follow_the_convention():
-    """{method}_{backbone}_{data}.py, or {method}_{backbone}_{data}_fast.py (speed switches on)."""
-    assert [p.name for p in CONFIGS if not NAME.match(p.name)] == []
+    """<method>_r<depth>_<data>.py with a method and a dataset of benchmark/names.py, or
+    ..._<epochs>e.py, ..._fast.py."""
+    problems = naming_problems(p.name for p in CONFIGS)
+    assert not problems, '\n'.join(problems)
+
+
+def test_naming_problems_say_what_to_do():
+    """The check above can fail, and its lines name the file and the fix."""
+    assert naming_problems(['mixco_simclr_r18_tiny.py', 'mocov2_r50_imagenet.py',
+                            'mixco_r18_tiny_400e.py', 'imix_r18_digits_fast.py']) == []
+    assert naming_problems(['barlowtwins_r18_digits.py', 'mixco_r101_tiny.py',
+                            'mocov2_r18_svhn.py']) == [
+        'configs/barlowtwins_r18_digits.py: its name starts with no method of benchmark/names.py '
+        f'METHODS; add the method there or name the config {CONVENTION}',
+        f"configs/mixco_r101_tiny.py: the name of a config of 'mixco' is {CONVENTION} "
+        '(depth 18, 34 or 50)',
+        "configs/mocov2_r18_svhn.py: 'svhn' is no dataset of benchmark/names.py DATASETS; the "
+        f'data part is one of {CONFIG_DATA}']
+
+
+def test_a_config_belongs_to_its_longest_method():
+    assert config_method('mixco_simclr_r18_tiny.py') == 'mixco_simclr'
+    assert config_method('mixco_r18_tiny.py') == 'mixco'
+    assert config_method('barlowtwins_r18_digits.py') is None
+    assert [p.name for p in method_configs('mixco_simclr')] == [
+        'mixco_simclr_r18_tiny.py', 'mixco_simclr_r34_tiny.py', 'mixco_simclr_r50_tiny.py']
+    assert method_configs('mixco')[0].name == 'mixco_r18_tiny.py'
+    assert not any('simclr' in p.name for p in method_configs('mixco'))
+
+
+def test_a_config_trains_the_method_its_name_says():
+    wrong = []
+    for path in CONFIGS:
+        kind = load(path.name).model.type
+        if METHOD_NAMES.get(kind) != config_method(path.name):
+            wrong.append(f'{path.name}: its name says {config_method(path.name)!r}, its model '
+                         f'type {kind!r} is {METHOD_NAMES.get(kind)!r} in benchmark/names.py '
+                         'METHODS')
+    assert not wrong, '\n'.join(wrong)
 
 
 @pytest.mark.slow
@@ -85,6 +151,8 @@ def _paper_mismatches(name: str, cfg: Config) -> list:
     """docs/design.md's setting: batch 64 per process (128 on 2 GPUs), 224 px, epochs, lr, tau."""
     depth = int(re.search(r'_r(\d+)_', name).group(1))
     opt, model, kind = cfg.optim_wrapper.optimizer, cfg.model, cfg.model.type
+    # the method's base: MoCo-v2 for MoCo and its mixing variants, SimCLR for both SimCLRs
+    base = BASELINES.get(METHOD_NAMES.get(kind), METHOD_NAMES.get(kind))
     # The authors' SimCLR keeps its argparse default weight decay 1e-6; MoCo's is 1e-4.
     checks = [
         ('batch', cfg.train_dataloader.batch_size, 64),
@@ -93,12 +161,12 @@ def _paper_mismatches(name: str, cfg: Config) -> list:
         ('epochs', cfg.train_cfg.max_epochs, 100 if depth == 18 else 200),
         ('auto_scale_lr', cfg.auto_scale_lr, dict(enable=True, base_batch_size=128)),
         ('momentum, weight decay', (opt.momentum, opt.weight_decay),
-         (0.9, 1e-6 if 'SimCLR' in kind else 1e-4))]
-    if kind in ('MoCo', 'MixCoMoCo', 'IMixMoCo', 'UnMixMoCo', 'MoCHiMoCo'):
+         (0.9, 1e-6 if base == 'simclr' else 1e-4))]
+    if base == 'mocov2':
         checks += [('lr, tau', (opt.lr, model.temperature), (0.015, 0.2)),
                    ('queue, momentum, dim', (model.queue_size, model.key_momentum,
                                              model.feature_dim), (65536, 0.999, 128))]
-    if kind in ('SimCLR', 'MixCoSimCLR'):
+    if base == 'simclr':
         checks += [('lr, tau', (opt.lr, model.temperature), (0.15, 0.5)),
                    ('view', cfg.train_dataloader.dataset.view, dict(name='simclr', min_scale=0.2)),
                    ('the authors\' SimCLR', (model.joint_forward, model.head_batch_norm,

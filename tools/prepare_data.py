@@ -14,14 +14,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmark.data import (CIFAR10, CIFAR100, DataRootError, Digits, ImageFolderDataset,
-                            TinyImageNet)
+import benchmark.data
+from benchmark.data import DataRootError, ImageFolderDataset, TinyImageNet
 from benchmark.cli import ArgumentParser, output_dir, run_tool
+from benchmark.names import DATA_NAMES
 
 TINY_URL = 'http://cs231n.stanford.edu/tiny-imagenet-200.zip'
 TINY_MD5 = '90528d7ca1a48142e341f4ef8d21d0de'
-DATASETS = dict(tiny=TinyImageNet, cifar10=CIFAR10, cifar100=CIFAR100,
-                folder=ImageFolderDataset, digits=Digits)
+# What `check` verifies: every dataset of benchmark/names.py DATASETS by its record name, and
+# the short spellings of the downloads and of any image folder ('tiny', 'folder').
+DATASETS = {**{name: getattr(benchmark.data, kind) for kind, name in DATA_NAMES.items()},
+            'tiny': TinyImageNet, 'folder': ImageFolderDataset}
 
 
 def verify(kind: str, data_root: str) -> None:

@@ -5,7 +5,8 @@ data, evaluation data, protocol, method), their *setting* (``setting_sha256``: t
 seed, placement and data paths, with its number of processes), the evaluation protocol's
 settings and their status. Two settings of one method never share a row; each row is labelled
 with the keys in which its config departs from the shipped file (``overrides``), e.g.
-``mixco [model.mix_temperature=0.1]``. A seed recorded twice for one setting, protocol, protocol
+``MixCo (MoCo-v2) [model.mix_temperature=0.1]`` (a method by its label in ``names.METHODS``;
+``method`` keeps the record name). A seed recorded twice for one setting, protocol, protocol
 settings and evaluation data is one sample: the newest record counts and the row notes the
 superseded ones. Records written before settings existed group by method and suite variant as
 they used to, and their rows are marked ``LEGACY_MARK``.
@@ -18,7 +19,7 @@ probe's ``work_dir`` (places on disk), ``device``, ``num_workers``, the probe's 
 as ``protocol_settings``, e.g. ``'k=200, split=train->test, temperature=0.1'`` (sorted by key;
 ``''`` where none were recorded, as in older records and placeholders, which group as before),
 and its label adds those in which it departs from the method's otherwise alike rows, e.g.
-``mocov2 · k=20``.
+``MoCo-v2 · k=20``.
 
 Each row holds per metric the mean, sample std, n, range and the exact sign-flip interval over seeds
 (`stats.mean_interval`), and its main metric per seed for paired comparisons
@@ -31,7 +32,8 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchmark.names import (ACCURACY, METHOD_ORDER, METRICS, PAPER_MIXCO, PAPER_PROTOCOLS,
-                             PROTOCOL_ORDER, canonical_backbone, canonical_data, protocol_family)
+                             PROTOCOL_ORDER, canonical_backbone, canonical_data, method_label,
+                             protocol_family)
 from benchmark.reports import stats
 from benchmark.reports.comparisons import SUITE, StatsPolicy, add_comparisons, main_metric
 
@@ -58,8 +60,10 @@ def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]
 
 
 def row_label(method: str, variant: str = '') -> str:
-    """'mixco', or 'mixco [model.mix_temperature=0.1]' for a variant."""
-    return f'{method} [{variant}]' if variant else method
+    """The method's label ('MixCo (MoCo-v2)' for mixco, `names.method_label`), with a variant's
+    overrides: 'MixCo (MoCo-v2) [model.mix_temperature=0.1]'."""
+    label = method_label(method)
+    return f'{label} [{variant}]' if variant else label
 
 
 def override_text(key: str, value: Any) -> str:
@@ -219,8 +223,8 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
     for entry in entries:
         key = _paper_key(entry)
         row = rows.setdefault(key, dict(
-            zip(KEY, key), variant='', status='ok', label=f'{key[5]} (paper)', metrics={},
-            by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
+            zip(KEY, key), variant='', status='ok', label=f'{row_label(key[5])} (paper)',
+            metrics={}, by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
             key_bn=None, world_size=None, protocol_settings='', superseded=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
@@ -276,11 +280,11 @@ def _departing_settings(row: Row, others: List[Row]) -> str:
 
 
 def label_rows(rows: List[Row]) -> None:
-    """Set each row's ``label``, in place: the method, then what tells its row apart from the
-    method's other rows of the section: the config file (where several were used), the number
-    of processes (where several), the overrides beyond those every row shares, the protocol
-    settings where rows of one protocol and evaluation data differ in them, and a short
-    setting hash where all of that still agrees."""
+    """Set each row's ``label``, in place: the method's label (`row_label`), then what tells
+    its row apart from the method's other rows of the section: the config file (where several
+    were used), the number of processes (where several), the overrides beyond those every row
+    shares, the protocol settings where rows of one protocol and evaluation data differ in
+    them, and a short setting hash where all of that still agrees."""
     sections: Dict[Tuple, List[Row]] = {}
     for row in rows:
         sections.setdefault(tuple(row[k] for k in GROUP), []).append(row)
@@ -292,7 +296,7 @@ def label_rows(rows: List[Row]) -> None:
                 row['label'] = row_label(row['method'], row['variant']) + f' {LEGACY_MARK}'
                 continue
             siblings = [r for r in ours if r['method'] == row['method'] and not r['legacy']]
-            parts = [row['method']]
+            parts = [row_label(row['method'])]
             if len({r['config'] for r in siblings}) > 1 and row['config']:
                 parts.append(f"· {_config_stem(row['config'])}")
             if len({r['world_size'] for r in siblings}) > 1:

@@ -136,8 +136,8 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
     """A validated result record with id, timestamp, versions, git state and host added.
 
     Args:
-        method: 'mocov2', 'mixco' (MixCo on MoCo-v2), 'simclr', 'mixco_simclr', 'supervised',
-            'random_init', or an external method's name.
+        method: A record name of ``names.METHODS`` ('mocov2', 'mixco' (MixCo on MoCo-v2),
+            ...), ``names.RANDOM_INIT``, or an external method's name.
         backbone: E.g. 'resnet18'.
         pretrain_data: E.g. 'tiny-imagenet', 'imagenet', 'digits'.
         pretrain_epochs: Pretraining epochs of the evaluated checkpoint.

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from benchmark.names import METRIC_FORMATS, PROTOCOLS, protocol_family
+from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
 from benchmark.reports.comparisons import SUITE, main_metric
 from benchmark.reports.leaderboard import KEY, Row, backbone_label
 from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
@@ -27,7 +27,9 @@ SUMMARY_LEGEND = (
     'seed by seed, its interval at the level Holm judged it within its family. Test: exact '
     'sign-flip, Holm within the family. P(better): share of seeds won, Clopper-Pearson. '
     'The full leaderboard\'s legend says more.')
-CLASSIFICATION_PROTOCOLS = ('supervised', 'linear_paper', 'linear_fast', 'knn', 'online_linear')
+# The protocols of the accuracy tables (the verdicts a suite's page lists), in table order.
+CLASSIFICATION_PROTOCOLS = tuple(p for p in PROTOCOL_ORDER
+                                 if protocol_family(p) == 'classification')
 MONITOR_KEYS = {'knn_monitor/top1': 'kNN monitor top-1 (%)',
                 'online_linear/top1': 'online linear probe top-1 (%)'}
 Series = Dict[str, Dict[int, float]]  # monitor key -> {epoch: value}

@@ -17,6 +17,7 @@ from benchmark.data.fakes import (
     make_fake_image_folder,
     make_fake_tiny_imagenet,
 )
+from benchmark.names import DATA_NAMES
 from tools import prepare_data
 
 
@@ -129,9 +130,12 @@ def test_unknown_val_wnid_is_malformed(tmp_path):
 def test_prepare_data_check(tiny, tmp_path, run_main):
     """tools/prepare_data.py's main, in-process (tests/e2e/test_tool_inputs.py runs the tool as
     a process)."""
-    code, out, err, _ = run_main(prepare_data, 'check', 'tiny', '--root', tiny)
-    assert code == 0, err
-    assert 'train: 4 classes, 12 images' in out and 'val: 4 classes, 8 images' in out
+    for kind in ('tiny', 'tiny-imagenet'):  # the short spelling and the record name
+        code, out, err, _ = run_main(prepare_data, 'check', kind, '--root', tiny)
+        assert code == 0, err
+        assert 'train: 4 classes, 12 images' in out and 'val: 4 classes, 8 images' in out
+    # every dataset of benchmark/names.py can be checked, by its record name
+    assert set(DATA_NAMES.values()) <= set(prepare_data.DATASETS)
     code, _, err, _ = run_main(prepare_data, 'tiny', '--root', tmp_path / 'empty', '--no-download')
     assert code == 2 and 'Traceback' not in err
     lines = err.strip().splitlines()

@@ -88,5 +88,5 @@ def test_preempted_task_is_requeued_and_ends_bit_identical(tmp_path, tiny_data, 
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.splitlines()[1] == f'[1/1] {run.name}: done (records exist)'
     board = (tmp_path / 'results/suites/tiny/leaderboard.md').read_text()
-    rows = [line for line in board.splitlines() if '| kNN | mixco' in line]
+    rows = [line for line in board.splitlines() if '| kNN | MixCo (MoCo-v2)' in line]
     assert len(rows) == 1 and '| this suite | ok |' in rows[0], board

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from benchmark.harness.speed.bench import HEADLINE, NAMED_ONLY, PARTS
+from benchmark.harness.speed.step import FAMILY
 from tests.conftest import ROOT, tiny_backbone
 from tests.tools.test_benchmark_speed_tool import TINY, torch_threads  # noqa: F401 (autouse)
 from tools import benchmark_speed
@@ -32,7 +33,7 @@ def test_tiny_run_writes_json_and_table(tmp_path, run_main, tiny_backbones):
             assert result[key] > 0 or key.startswith('loop_fixed_ms'), key  # a difference
     assert result['faiss_same_predictions'] is True
     steps = result['steps']
-    for method in ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr'):
+    for method in FAMILY:
         assert steps[method]['images_per_s'] > 0 and steps[method]['flops_per_image'] > 0
         assert steps[method]['peak_bytes'] > steps[method]['own_bytes'] > 0
     # Same weights, optimizer state and inputs; MixCo's 1.5 B forward can only add activations.

@@ -41,7 +41,8 @@ def test_killed_suite_restarts_without_retraining(digits_suite):
     board = (folder / 'results/suites/tiny/leaderboard.md').read_text()
     knn_rows = [line for line in board.splitlines() if '| kNN |' in line]
     assert len(knn_rows) == 2 and all('| ok |' in row and '(n=1)' in row for row in knn_rows)
-    assert any('| linear, online (during pretraining) | mixco |' in line for line in board.splitlines())
+    assert any('| linear, online (during pretraining) | MixCo (MoCo-v2) |' in line
+               for line in board.splitlines())
     assert (folder / 'results/suites/tiny/curves.png').is_file()
     # A third time: nothing to do.
     third = subprocess.run(suite.command + ['--dry-run'], cwd=folder, env=suite.env,

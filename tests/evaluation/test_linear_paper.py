@@ -20,10 +20,11 @@ from benchmark.evaluation.linear_paper import (
     run_linear_paper,
 )
 from benchmark.evaluation.linear_probe import LinearProbe
-from tests.conftest import ROOT
+from tests.conftest import CONFIG_DATA, ROOT
 
 EVAL_CONFIGS = sorted((ROOT / 'configs' / 'eval').glob('*.py'))
-NAME = re.compile(r'^linear_r(18|34|50)_(tiny|cifar10|cifar100|digits|imagenet)\.py$')
+# linear_r<depth>_<data>.py, the data a dataset of benchmark/names.py (tests/conftest.py)
+NAME = re.compile(rf"^linear_r(18|34|50)_({'|'.join(map(re.escape, CONFIG_DATA))})\.py$")
 TINY_RUN = {'train_cfg.max_epochs': 2, 'train_dataloader.batch_size': 64,
             'train_dataloader.dataset.input_size': 16,  # the val split follows
             'train_dataloader.num_workers': 0, 'train_dataloader.persistent_workers': False,

@@ -12,13 +12,16 @@ import methods.base
 from benchmark.engine.config.check import ConfigError, validate_config
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.layout import REPO_ROOT
-from methods import IMixMoCo, MixCoMoCo, MoCHiMoCo, MoCo, SimCLR, UnMixMoCo
+from benchmark.names import METHOD_NAMES
+from methods import MoCo, SimCLR
 from methods.moco import forward_in_groups
 from methods.sync_bn import convert_sync_bn
 from tests.conftest import tiny_backbone
 
 N_LOCAL, PERM_SEED = 4, 11
-FAMILY = (MoCo, MixCoMoCo, IMixMoCo, UnMixMoCo, MoCHiMoCo)
+# Every method of benchmark/names.py METHODS built on MoCo (its key encoder, its shuffle-BN).
+FAMILY = tuple(cls for cls in (getattr(methods, kind, None) for kind in METHOD_NAMES)
+               if isinstance(cls, type) and issubclass(cls, MoCo))
 
 
 def build(cls=MoCo, **kwargs) -> MoCo:
@@ -153,7 +156,7 @@ def test_forward_in_groups_is_each_group_on_its_own(momentum):
         assert int(encoder[i].num_batches_tracked) == 1
 
 
-@pytest.mark.parametrize('cls', FAMILY)
+@pytest.mark.parametrize('cls', FAMILY, ids=lambda cls: cls.__name__)
 def test_every_family_member_splits_its_keys_in_one_process(cls):
     """The family's models take the keys from MoCo.embed_keys: the default splits in one
     process; a batch that bn_splits does not divide is one clear line."""

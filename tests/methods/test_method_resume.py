@@ -14,14 +14,19 @@ from mmengine.logging import MessageHub
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  registers the models
+from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
-from tests.conftest import ROOT
+from benchmark.names import METHOD_NAMES
+from tests.conftest import method_configs
 
 STEPS, CUT = 5, 3
-METHODS = {'mocov2': {}, 'mixco': {}, 'simclr': {}, 'mixco_simclr': {}, 'imix': {}, 'unmix': {},
-           'mochi': dict(mix_warmup_epochs=0, mix_hardest=8, mix_synthetic=4,
-                         mix_query_synthetic=2),
-           'supervised': dict(num_classes=3)}
+# Every method of benchmark/names.py METHODS, built from its config (configs/<method>_r18_tiny.py,
+# else its first configs/<method>_r<depth>_*.py) with a small queue where it has one.
+METHODS = sorted(METHOD_NAMES.values())
+# Model settings a method needs beside that to mix or classify within 5 steps of 4 images.
+OVERRIDES = {'mochi': dict(mix_warmup_epochs=0, mix_hardest=8, mix_synthetic=4,
+                           mix_query_synthetic=2),
+             'supervised': dict(num_classes=3)}
 
 
 @pytest.fixture(autouse=True)
@@ -32,14 +37,20 @@ def tiny(tiny_backbones, monkeypatch):
 
 @functools.lru_cache(maxsize=None)
 def model_config(method: str) -> Config:
-    return Config.fromfile(str(ROOT / 'configs' / f'{method}_r18_tiny.py')).model
+    configs = method_configs(method)
+    if not configs:
+        pytest.fail(f'{method}: no configs/{method}_r<depth>_<data>.py to build it from; every '
+                    'method of benchmark/names.py METHODS needs a config')
+    cfg = Config.fromfile(str(configs[0]))
+    fill_view_size(cfg)  # device views (the _digits configs) take the data's size, as tools do
+    return cfg.model
 
 
 def build(method: str, seed: int):
     cfg = copy.deepcopy(model_config(method))
     if 'queue_size' in cfg:
         cfg.queue_size = 16
-    cfg.update(METHODS[method])
+    cfg.update(OVERRIDES.get(method, {}))
     torch.manual_seed(seed)
     model = MODELS.build(cfg).train()
     return model, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
@@ -73,7 +84,11 @@ def straight_and_cut(method):
     return straight, first, opt
 
 
-@pytest.mark.parametrize('method', sorted(METHODS))
+def test_overrides_are_for_methods():
+    assert set(OVERRIDES) <= set(METHODS), sorted(set(OVERRIDES) - set(METHODS))
+
+
+@pytest.mark.parametrize('method', METHODS)
 def test_resume_from_state_dicts_and_rng_state_is_bit_identical(method):
     straight, first, opt = straight_and_cut(method)
     saved = copy.deepcopy((first.state_dict(), opt.state_dict(), capture_rng_state()))

@@ -26,6 +26,8 @@ pytestmark = pytest.mark.usefixtures('quick_provenance')
 STEP = 100 / 360  # one image of a 360-image test set, in top-1 points
 TAU = {'model.mix_temperature': 0.1}
 DELTA_COLUMN = 'Δ top1 vs baseline, interval (higher is better)'
+# Rows show a method by its label in benchmark/names.py METHODS.
+MIXCO, MOCO = 'MixCo (MoCo-v2)', 'MoCo-v2'
 
 
 # Records and rows
@@ -134,9 +136,9 @@ def test_near_constant_differences_on_a_one_image_grid_give_p_two_over_two_to_th
             continue
         assert paired['p'] == 2 / 2 ** n == sign_p(diffs) == paired['p_floor']
         assert compare['p_holm'] == paired['p']  # alone in its family
-        cells = md_cells(render_markdown(rows, 'now'))[('tiny-imagenet', 'kNN', 'mixco')]
+        cells = md_cells(render_markdown(rows, 'now'))[('tiny-imagenet', 'kNN', MIXCO)]
         assert cells['sign-flip test'] == f"p {2 / 2 ** n:.2g}, Holm {2 / 2 ** n:.2g}"
-        assert float(csv_rows(rows)[('tiny-imagenet', 'knn', 'mixco')]['p_signflip']) == \
+        assert float(csv_rows(rows)[('tiny-imagenet', 'knn', MIXCO)]['p_signflip']) == \
             2 / 2 ** n
         # 3 seeds can never reach 0.05; 6 seeds of one sign reach 2/64
         assert compare['verdict'] == ('better' if n == 6 else 'undecided')
@@ -173,11 +175,11 @@ def test_accuracies_near_100_give_no_interval_outside_0_100(n):
         assert min(diffs) <= paired['ci'][0] <= paired['ci'][1] <= max(diffs)
     assert 0 <= paired['wins']['ci'][0] <= paired['wins']['ci'][1] <= 1
     cells = md_cells(render_markdown(rows, 'now'))
-    for method in ('mocov2', 'mixco'):
-        (interval,) = bracketed(cells[('tiny-imagenet', 'linear (paper protocol)', method)]
+    for label in (MOCO, MIXCO):
+        (interval,) = bracketed(cells[('tiny-imagenet', 'linear (paper protocol)', label)]
                                 ['top1 interval'])
         assert 0 <= interval[0] <= interval[1] <= 100
-    delta, wins = (cells[('tiny-imagenet', 'linear (paper protocol)', 'mixco')][c]
+    delta, wins = (cells[('tiny-imagenet', 'linear (paper protocol)', MIXCO)][c]
                    for c in (DELTA_COLUMN, 'P(better), 95% CI'))
     for interval in bracketed(delta):
         assert min(diffs) - 0.005 <= interval[0] <= interval[1] <= max(diffs) + 0.005
@@ -186,7 +188,7 @@ def test_accuracies_near_100_give_no_interval_outside_0_100(n):
     for row in csv_rows(rows).values():
         for column in ('ci_low', 'ci_high', 'range_low', 'range_high'):
             assert 0 <= float(row[column]) <= 100
-    mixco = csv_rows(rows)[('tiny-imagenet', 'linear_paper', 'mixco')]
+    mixco = csv_rows(rows)[('tiny-imagenet', 'linear_paper', MIXCO)]
     if n > 5:
         assert min(diffs) <= float(mixco['paired_ci_low']) <= float(mixco['paired_ci_high']) \
             <= max(diffs)
@@ -207,9 +209,9 @@ def test_fully_separated_seeds_give_p_better_one_with_a_lower_end_below_one():
     assert wins['ci'] == pytest.approx((low, high), abs=1e-9) and wins['ci'][0] < 1 == high
     assert low == pytest.approx(0.025 ** (1 / 6))  # the closed form: (alpha/2)^(1/n)
     cells = md_cells(render_markdown(rows, 'now'))[
-        ('tiny-imagenet', 'linear (paper protocol)', 'mixco')]
+        ('tiny-imagenet', 'linear (paper protocol)', MIXCO)]
     assert cells['P(better), 95% CI'] == f'1.00 [{low:.2f}, 1.00] (6/6 won)'
-    parsed = csv_rows(rows)[('tiny-imagenet', 'linear_paper', 'mixco')]
+    parsed = csv_rows(rows)[('tiny-imagenet', 'linear_paper', MIXCO)]
     assert float(parsed['p_improve']) == 1.0 and float(parsed['p_improve_low']) < 1
 
 
@@ -219,26 +221,26 @@ def test_two_seed_rows_show_their_range_and_the_seeds_a_verdict_needs():
     rows = build_rows(series('mocov2', {0: 40.0, 1: 41.5}) + series('mixco', {0: 42.0, 1: 44.0}))
     cells = md_cells(render_markdown(rows, 'now'))
     table = ('tiny-imagenet', 'linear (paper protocol)')
-    assert cells[table + ('mocov2',)]['top1 interval'] == 'range [40.00, 41.50]'
-    mixco = cells[table + ('mixco',)]
+    assert cells[table + (MOCO,)]['top1 interval'] == 'range [40.00, 41.50]'
+    mixco = cells[table + (MIXCO,)]
     assert mixco['top1 interval'] == 'range [42.00, 44.00]'
     need = max(5, fewest_seeds(0.05))
     assert need == 6
-    assert mixco[DELTA_COLUMN] == '+2.25 vs mocov2 (2 paired seeds); per seed +2.00, +2.50'
+    assert mixco[DELTA_COLUMN] == f'+2.25 vs {MOCO} (2 paired seeds); per seed +2.00, +2.50'
     assert mixco['sign-flip test'] == f'n=2 < 5: no test; a verdict needs {need} seeds'
     assert mixco['verdict (family, size)'] == 'too few seeds (primary, 1)'
     assert mixco['P(better), 95% CI'] == ''
     row = ours(rows, method='mixco')
     assert row['compare']['paired']['wins'] is None and row['compare']['paired']['ci'] is None
     sentence = verdict(row)
-    head = ('mixco vs mocov2, linear (paper protocol) on tiny-imagenet (primary family of 1): '
+    head = (f'{MIXCO} vs {MOCO}, linear (paper protocol) on tiny-imagenet (primary family of 1): '
             'Δ +2.25 top-1 points, n = 2 (per seed +2.00, +2.50): ')
     assert sentence.startswith(head)
     assert 'min_seeds 5' in sentence or 'the 5 paired seeds' in sentence
     # how many seeds a verdict needs: 4 more, 6 in all
     assert re.search(rf'\b({need - 2} more|{need} paired seeds)\b', sentence), sentence
     assert 'P(better)' not in sentence
-    parsed = csv_rows(rows)[('tiny-imagenet', 'linear_paper', 'mixco')]
+    parsed = csv_rows(rows)[('tiny-imagenet', 'linear_paper', MIXCO)]
     assert parsed['ci_low'] == parsed['paired_ci_low'] == parsed['p_improve'] == ''
     assert parsed['p_signflip'] == '' and parsed['verdict'] == 'too few seeds'
     assert (float(parsed['range_low']), float(parsed['range_high'])) == (42.0, 44.0)
@@ -298,15 +300,15 @@ def test_exploratory_rows_do_not_move_a_primary_comparison():
         'better'
     explored = family_of_rows(everything, 'exploratory')
     assert sorted((r['label'], r['eval_data'], r['protocol']) for r in explored) == [
-        ('mixco', 'cifar10', 'linear_paper'), ('mixco', 'tiny-imagenet', 'cluster'),
-        ('mixco [model.mix_temperature=0.1]', 'tiny-imagenet', 'linear_paper')]
+        (MIXCO, 'cifar10', 'linear_paper'), (MIXCO, 'tiny-imagenet', 'cluster'),
+        (f'{MIXCO} [model.mix_temperature=0.1]', 'tiny-imagenet', 'linear_paper')]
     # One table-wide family would have taken the primary verdict back.
     pooled = naive_holm([r['compare']['paired']['p'] for r in compared(everything)])
     assert pooled[compared(everything).index(linear)] > 0.05
     cells = md_cells(render_markdown(everything, 'now'))
-    assert cells[('tiny-imagenet', 'linear (paper protocol)', 'mixco')][
+    assert cells[('tiny-imagenet', 'linear (paper protocol)', MIXCO)][
         'verdict (family, size)'] == 'better (primary, 2)'
-    assert cells[('cifar10', 'linear (paper protocol)', 'mixco')][
+    assert cells[('cifar10', 'linear (paper protocol)', MIXCO)][
         'verdict (family, size)'].endswith('(exploratory, 3)')
 
 
@@ -442,7 +444,7 @@ def test_tight_differences_near_zero_are_equivalent_only_within_a_declared_margi
     assert compare['paired']['p'] == pytest.approx(sign_p(diffs)) and sign_p(diffs) > 0.05
     assert 'equivalent within ±0.50' in verdict(row)
     assert md_cells(render_markdown(rows, 'now'))[
-        ('tiny-imagenet', 'linear (paper protocol)', 'mixco')]['verdict (family, size)'] == \
+        ('tiny-imagenet', 'linear (paper protocol)', MIXCO)]['verdict (family, size)'] == \
         'equivalent (primary, 1)'
     for policy in (StatsPolicy(), StatsPolicy(equivalence_margin=0.05)):
         rows = build_rows(equivalence_records(), policy=policy)
@@ -469,17 +471,17 @@ def test_a_diverged_seed_and_a_seed_only_one_row_has_are_named():
     row = ours(rows, method='mixco', status='ok')
     compare = row['compare']
     assert compare['paired']['seeds'] == [0, 1, 2, 4, 5, 6]
-    assert compare['left_out'] == ['seed 3: mixco diverged', 'seed 9: only mixco has it']
+    assert compare['left_out'] == [f'seed 3: {MIXCO} diverged', f'seed 9: only {MIXCO} has it']
     assert verdict(row).endswith(
-        '; left out of the pairing: seed 3: mixco diverged; seed 9: only mixco has it.')
-    assert csv_rows(rows)[('tiny-imagenet', 'linear_paper', 'mixco')]['left_out'] == \
-        'seed 3: mixco diverged; seed 9: only mixco has it'
+        f'; left out of the pairing: seed 3: {MIXCO} diverged; seed 9: only {MIXCO} has it.')
+    assert csv_rows(rows)[('tiny-imagenet', 'linear_paper', MIXCO)]['left_out'] == \
+        f'seed 3: {MIXCO} diverged; seed 9: only {MIXCO} has it'
     # the baseline's own extra seed, under min_seeds too
     few = build_rows(series('mocov2', {0: 40.0, 1: 41.0, 2: 39.0})
                      + series('mixco', {0: 42.0, 1: 43.0}))
-    assert ours(few, method='mixco')['compare']['left_out'] == ['seed 2: only mocov2 has it']
+    assert ours(few, method='mixco')['compare']['left_out'] == [f'seed 2: only {MOCO} has it']
     assert verdict(ours(few, method='mixco')).endswith(
-        '; left out of the pairing: seed 2: only mocov2 has it.')
+        f'; left out of the pairing: seed 2: only {MOCO} has it.')
 
 
 # Baselines share the protocol's settings
@@ -498,8 +500,8 @@ def test_baselines_evaluated_with_other_protocol_settings_are_not_used():
     rows = build_rows(records)
     by_k = {r['protocol_settings'].split(',')[0]: r for r in rows if r['method'] == 'mixco'}
     wide, narrow, lone = by_k['k=200'], by_k['k=20'], by_k['k=50']
-    assert wide['compare']['baseline_label'] == 'mocov2 · k=200'
+    assert wide['compare']['baseline_label'] == f'{MOCO} · k=200'
     assert wide['compare']['paired']['delta'] == pytest.approx(1.0)
-    assert narrow['compare']['baseline_label'] == 'mocov2 · k=20'
+    assert narrow['compare']['baseline_label'] == f'{MOCO} · k=20'
     assert narrow['compare']['paired']['delta'] == pytest.approx(0.5)
     assert lone['compare'] is None  # no MoCo-v2 row evaluated with k=50

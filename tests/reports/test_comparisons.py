@@ -20,6 +20,9 @@ from tests.reports.references import clopper_pearson, inverted, naive_holm, sign
 pytestmark = pytest.mark.usefixtures('quick_provenance')
 
 TAU = {'model.mix_temperature': 0.1}
+# Rows show a method by its label in benchmark/names.py METHODS.
+MIXCO, MOCO = 'MixCo (MoCo-v2)', 'MoCo-v2'
+MIXCO_TAU = f'{MIXCO} [model.mix_temperature=0.1]'
 
 
 def rec(method, seed, value, *, setting='', overrides=None, config=None, world_size=2,
@@ -89,14 +92,14 @@ def cell(text, label, column, eval_data='tiny-imagenet'):
 def test_two_settings_of_one_method_never_share_a_row():
     rows = build_rows(series('mixco', {0: 40.0, 1: 42.0})
                       + series('mixco', {0: 50.0, 1: 53.0, 2: 51.0}, overrides=TAU))
-    plain = ours(rows, label='mixco')
-    tau = ours(rows, label='mixco [model.mix_temperature=0.1]')
+    plain = ours(rows, label=MIXCO)
+    tau = ours(rows, label=MIXCO_TAU)
     assert plain['setting'] != tau['setting'] and tau['overrides'] == TAU
     assert (plain['metrics']['top1']['n'], plain['metrics']['top1']['mean']) == (2, 41.0)
     assert (tau['metrics']['top1']['n'], tau['metrics']['top1']['mean']) == (3, pytest.approx(154 / 3))
     text = render_markdown(rows, 'now')
-    assert cell(text, 'mixco', 'top1') == '41.00 ± 1.41 (n=2)'
-    assert cell(text, 'mixco [model.mix_temperature=0.1]', 'top1') == '51.33 ± 1.53 (n=3)'
+    assert cell(text, MIXCO, 'top1') == '41.00 ± 1.41 (n=2)'
+    assert cell(text, MIXCO_TAU, 'top1') == '51.33 ± 1.53 (n=3)'
 
 
 def test_plain_and_fast_config_files_are_separate_rows_named_by_their_file():
@@ -104,17 +107,17 @@ def test_plain_and_fast_config_files_are_separate_rows_named_by_their_file():
                       + series('mixco', {0: 44.0, 1: 46.0}, config='mixco_r18_tiny_fast.py')
                       + series('mocov2', {0: 38.0, 1: 39.0}))
     labels = sorted(r['label'] for r in rows)
-    assert labels == ['mixco · mixco_r18_tiny', 'mixco · mixco_r18_tiny_fast', 'mocov2']
-    assert ours(rows, label='mixco · mixco_r18_tiny_fast')['metrics']['top1']['mean'] == 45.0
-    assert config_family(ours(rows, label='mixco · mixco_r18_tiny_fast')) == 'r18_tiny_fast'
+    assert labels == [f'{MIXCO} · mixco_r18_tiny', f'{MIXCO} · mixco_r18_tiny_fast', MOCO]
+    assert ours(rows, label=f'{MIXCO} · mixco_r18_tiny_fast')['metrics']['top1']['mean'] == 45.0
+    assert config_family(ours(rows, label=f'{MIXCO} · mixco_r18_tiny_fast')) == 'r18_tiny_fast'
 
 
 def test_process_counts_are_separate_rows_named_by_their_count():
     same_text = 'one config text'
     rows = build_rows(series('mixco', {0: 40.0}, setting=same_text, world_size=2)
                       + series('mixco', {0: 44.0}, setting=same_text, world_size=4))
-    assert sorted(r['label'] for r in rows) == ['mixco · 2 proc', 'mixco · 4 proc']
-    assert ours(rows, label='mixco · 4 proc')['metrics']['top1']['mean'] == 44.0
+    assert sorted(r['label'] for r in rows) == [f'{MIXCO} · 2 proc', f'{MIXCO} · 4 proc']
+    assert ours(rows, label=f'{MIXCO} · 4 proc')['metrics']['top1']['mean'] == 44.0
 
 
 def test_key_batch_norm_regimes_are_separate_rows_and_each_row_states_its_regime():
@@ -127,13 +130,13 @@ def test_key_batch_norm_regimes_are_separate_rows_and_each_row_states_its_regime
              for r in series('mocov2', {0: 44.0, 1: 46.0}, setting=same_text, world_size=1)]
     rows = build_rows(before + after)
     assert sorted(r['label'] for r in rows) == [
-        'mocov2 · key BN: not recorded', f'mocov2 · key BN: {split}']
-    emulated = ours(rows, label=f'mocov2 · key BN: {split}')
+        f'{MOCO} · key BN: not recorded', f'{MOCO} · key BN: {split}']
+    emulated = ours(rows, label=f'{MOCO} · key BN: {split}')
     assert emulated['metrics']['top1']['mean'] == 45.0 and emulated['metrics']['top1']['n'] == 2
     assert f'key BN: {split}' in emulated['note']
     alone = build_rows(after)  # a lone regime: the label stays short, the note still says it
-    assert ours(alone, method='mocov2')['label'] == 'mocov2'
-    assert f'key BN: {split}' in cell(render_markdown(alone, 'now'), 'mocov2', 'note')
+    assert ours(alone, method='mocov2')['label'] == MOCO
+    assert f'key BN: {split}' in cell(render_markdown(alone, 'now'), MOCO, 'note')
 
 
 def test_settings_that_read_alike_each_get_their_hash():
@@ -143,7 +146,7 @@ def test_settings_that_read_alike_each_get_their_hash():
     labels = [r['label'] for r in rows]
     assert len(set(labels)) == 3, labels
     for row in rows:
-        assert row['label'] == f"mixco #{row['setting'][:6]}"
+        assert row['label'] == f"{MIXCO} #{row['setting'][:6]}"
     text = render_markdown(rows, 'now')
     for row in rows:
         assert cell(text, row['label'], 'top1') == f"{row['metrics']['top1']['mean']:.2f} (n=1)"
@@ -152,13 +155,13 @@ def test_settings_that_read_alike_each_get_their_hash():
 def test_a_rows_overrides_show_even_when_it_is_the_only_row():
     rows = build_rows(series('mixco', {0: 40.0, 1: 41.0}, overrides=TAU), read_paper(PAPER_RESULTS))
     row = ours(rows, eval_data='tiny-imagenet')
-    assert row['label'] == 'mixco [model.mix_temperature=0.1]'
+    assert row['label'] == MIXCO_TAU
     assert row['paper_gap'] is None  # not the paper's config
     # Overrides every row of ours shares are said once above the tables, not in each label.
     shared = {'train_cfg.max_epochs': 5}
     rows = build_rows(series('mocov2', {0: 38.0}, overrides=shared)
                       + series('mixco', {0: 40.0}, overrides=dict(shared, **TAU)))
-    assert sorted(r['label'] for r in rows) == ['mixco [model.mix_temperature=0.1]', 'mocov2']
+    assert sorted(r['label'] for r in rows) == [MIXCO_TAU, MOCO]
     assert ('Every row of ours here departs from its shipped config in: '
             '`train_cfg.max_epochs=5`.') in render_markdown(rows, 'now')
 
@@ -179,14 +182,14 @@ def test_a_repeated_seed_is_one_sample_and_the_newest_record_counts():
                                      f"{new['id']})"]
         assert old['id'] in row['note'] and '1 superseded record(s)' in row['note']
     text = render_markdown(build_rows([old, new, other]), 'now')
-    assert cell(text, 'mixco', 'top1') == '25.00 ± 7.07 (n=2)'
-    assert old['id'] in cell(text, 'mixco', 'note')
+    assert cell(text, MIXCO, 'top1') == '25.00 ± 7.07 (n=2)'
+    assert old['id'] in cell(text, MIXCO, 'note')
 
 
 def test_each_setting_keeps_its_own_seeds():
     rows = build_rows(series('mixco', {0: 40.0, 1: 42.0}) + series('mixco', {0: 50.0},
                                                                   overrides=TAU))
-    plain, tau = ours(rows, label='mixco'), ours(rows, label='mixco [model.mix_temperature=0.1]')
+    plain, tau = ours(rows, label=MIXCO), ours(rows, label=MIXCO_TAU)
     assert (plain['seeds'], tau['seeds']) == ([0, 1], [0])
     assert plain['superseded'] == tau['superseded'] == [] and plain['note'] == tau['note'] == ''
 
@@ -196,12 +199,12 @@ def test_legacy_records_group_as_before_all_counted_and_marked():
                rec('mixco', 1, 30.0, legacy=True), rec('mixco', 0, 5.0, legacy=True, variant='x=1')]
     rows = build_rows(records)
     row = ours(rows, variant='')
-    assert row['label'] == f'mixco {LEGACY_MARK}' and row['legacy'] and row['setting'] is None
+    assert row['label'] == f'{MIXCO} {LEGACY_MARK}' and row['legacy'] and row['setting'] is None
     assert (row['metrics']['top1']['n'], row['metrics']['top1']['mean']) == (3, 20.0)
     assert row['seeds'] == [0, 0, 1] and row['superseded'] == []
-    assert ours(rows, variant='x=1')['label'] == f'mixco [x=1] {LEGACY_MARK}'
+    assert ours(rows, variant='x=1')['label'] == f'{MIXCO} [x=1] {LEGACY_MARK}'
     text = render_markdown(rows, 'now')
-    assert LEGACY_NOTE in text and cell(text, f'mixco {LEGACY_MARK}', 'top1') == \
+    assert LEGACY_NOTE in text and cell(text, f'{MIXCO} {LEGACY_MARK}', 'top1') == \
         '20.00 ± 10.00 (n=3)'
     assert LEGACY_NOTE not in render_markdown(build_rows(series('mixco', {0: 1.0})), 'now')
 
@@ -268,18 +271,19 @@ def test_row_and_paired_statistics_match_brute_force_and_scipy(data):
     assert paired['diffs'] == pytest.approx(list(d), abs=1e-12)
     assert paired['delta'] == pytest.approx(d.mean(), abs=1e-12)
     assert paired['std'] == pytest.approx(d.std(ddof=1), abs=1e-12)
-    assert compare['left_out'] == ['seed 200: only mixco has it', 'seed 100: only mocov2 has it']
+    assert compare['left_out'] == [f'seed 200: only {MIXCO} has it',
+                                   f'seed 100: only {MOCO} has it']
     assert (compare['family'], compare['family_size']) == ('primary', 1)
-    delta_cell = cell(text, 'mixco', 'Δ top1 vs baseline, interval (higher is better)')
+    delta_cell = cell(text, MIXCO, 'Δ top1 vs baseline, interval (higher is better)')
     if len(shared) < 5:
         assert paired['p'] is None and paired['ci'] is None and paired['wins'] is None
         assert compare['p_holm'] is None and compare['verdict'] == 'too few seeds'
         per_seed = ', '.join(f'{v:+.2f}' for v in d)
-        assert delta_cell == (f'{d.mean():+.2f} vs mocov2 ({len(shared)} paired seeds); '
+        assert delta_cell == (f'{d.mean():+.2f} vs {MOCO} ({len(shared)} paired seeds); '
                               f'per seed {per_seed}')
-        assert cell(text, 'mixco', 'sign-flip test') == \
+        assert cell(text, MIXCO, 'sign-flip test') == \
             f'n={len(shared)} < 5: no test; a verdict needs 6 seeds'
-        assert cell(text, 'mixco', 'P(better), 95% CI') == ''
+        assert cell(text, MIXCO, 'P(better), 95% CI') == ''
         assert parsed['mixco']['p_signflip'] == parsed['mixco']['paired_ci_low'] == ''
         return
     p = sign_ps(d, [0.0])[0]
@@ -300,17 +304,17 @@ def test_row_and_paired_statistics_match_brute_force_and_scipy(data):
         (clopper_pearson(won, len(d))[0], clopper_pearson(won + tied, len(d))[1]), abs=1e-9)
     assert compare['verdict'] == ('better' if p <= 0.05 and d.mean() > 0 else
                                   'worse' if p <= 0.05 else 'undecided')
-    assert cell(text, 'mixco', 'sign-flip test') == f'p {p:.2g}, Holm {p:.2g}'
+    assert cell(text, MIXCO, 'sign-flip test') == f'p {p:.2g}, Holm {p:.2g}'
     if paired['ci'] is None:
         per_seed = ', '.join(f'{v:+.2f}' for v in d)
-        assert delta_cell.startswith(f'{d.mean():+.2f} vs mocov2 ({len(shared)} paired seeds); '
+        assert delta_cell.startswith(f'{d.mean():+.2f} vs {MOCO} ({len(shared)} paired seeds); '
                                      f'per seed {per_seed}')
         assert parsed['mixco']['paired_ci_low'] == ''
     else:
         assert delta_cell == (f'{d.mean():+.2f} [{low:+.2f}, {high:+.2f}] '
-                              f'({level_text(level)}) vs mocov2 ({len(shared)} paired seeds)')
+                              f'({level_text(level)}) vs {MOCO} ({len(shared)} paired seeds)')
         assert float(parsed['mixco']['paired_ci_low']) == pytest.approx(low, abs=1e-8)
-    assert cell(text, 'mixco', 'verdict (family, size)') == f"{compare['verdict']} (primary, 1)"
+    assert cell(text, MIXCO, 'verdict (family, size)') == f"{compare['verdict']} (primary, 1)"
     assert float(parsed['mixco']['p_signflip']) == pytest.approx(p)
     assert float(parsed['mixco']['p_improve_low']) == pytest.approx(
         clopper_pearson(won, len(d))[0], abs=1e-9)
@@ -342,8 +346,8 @@ def test_holm_adjusts_the_p_values_of_each_family_apart():
         ('imix', 'linear_paper'), ('mixco', 'knn'), ('mixco', 'linear_paper')]
     assert sorted((r['label'], r['eval_data'], r['protocol'])
                   for r in families['exploratory']) == [
-        ('mixco', 'cifar10', 'linear_paper'), ('mixco', 'tiny-imagenet', 'cluster'),
-        ('mixco [model.mix_temperature=0.1]', 'tiny-imagenet', 'linear_paper')]
+        (MIXCO, 'cifar10', 'linear_paper'), (MIXCO, 'tiny-imagenet', 'cluster'),
+        (MIXCO_TAU, 'tiny-imagenet', 'linear_paper')]
     for members in families.values():
         p = [r['compare']['paired']['p'] for r in members]
         assert p == pytest.approx([sign_ps(r['compare']['paired']['diffs'], [0.0])[0]
@@ -357,9 +361,9 @@ def test_holm_adjusts_the_p_values_of_each_family_apart():
     assert (alone['compare']['family'], alone['compare']['family_size']) == ('primary', 1)
     text = render_markdown(rows, 'now')
     imix = ours(rows, method='imix')
-    assert cell(text, 'imix', 'sign-flip test') == (
+    assert cell(text, 'i-Mix (MoCo-v2)', 'sign-flip test') == (
         f"p {imix['compare']['paired']['p']:.2g}, Holm {imix['compare']['p_holm']:.2g}")
-    assert cell(text, 'imix', 'verdict (family, size)') == \
+    assert cell(text, 'i-Mix (MoCo-v2)', 'verdict (family, size)') == \
         f"{imix['compare']['verdict']} (primary, 3)"
 
 
@@ -382,7 +386,7 @@ def test_fewer_than_min_seeds_give_no_test_but_the_seeds_a_verdict_needs(mixco):
     assert compare['p_holm'] is None and compare['verdict'] == 'too few seeds'
     need = max(5, fewest_seeds(0.05))
     assert compare['plan']['seeds_for_verdict'] == need == 6
-    assert cell(render_markdown(rows, 'now'), 'mixco', 'sign-flip test') == \
+    assert cell(render_markdown(rows, 'now'), MIXCO, 'sign-flip test') == \
         f'n={n} < 5: no test; a verdict needs {need} seeds'
     # two such comparisons in one family: each needs the seeds to reach 0.05 / 2
     rows = build_rows(series('mocov2', base) + series('mixco', mixco) + series('imix', mixco))
@@ -393,10 +397,10 @@ def test_fewer_than_min_seeds_give_no_test_but_the_seeds_a_verdict_needs(mixco):
 def test_one_paired_seed_says_why_there_is_no_test():
     rows = build_rows(series('mocov2', {0: 40.0}) + series('mixco', {0: 42.0}))
     text = render_markdown(rows, 'now')
-    assert cell(text, 'mixco', 'sign-flip test') == 'n=1 < 5: no test; a verdict needs 6 seeds'
-    assert cell(text, 'mixco', 'Δ top1 vs baseline, interval (higher is better)') == \
-        '+2.00 vs mocov2 (1 paired seed); per seed +2.00'
-    assert cell(text, 'mixco', 'top1 interval') == ''  # one value: no range to show
+    assert cell(text, MIXCO, 'sign-flip test') == 'n=1 < 5: no test; a verdict needs 6 seeds'
+    assert cell(text, MIXCO, 'Δ top1 vs baseline, interval (higher is better)') == \
+        f'+2.00 vs {MOCO} (1 paired seed); per seed +2.00'
+    assert cell(text, MIXCO, 'top1 interval') == ''  # one value: no range to show
 
 
 def test_a_suites_min_seeds_decides_when_intervals_and_tests_appear():
@@ -407,7 +411,7 @@ def test_a_suites_min_seeds_decides_when_intervals_and_tests_appear():
     assert compare['paired']['p'] == sign_ps([1.0, 1.0, 1.0], [0.0])[0] == 0.25
     assert compare['verdict'] == 'undecided'  # 3 seeds cannot reach 0.05
     low, high, level = inverted(list(base.values()))
-    assert cell(render_markdown(rows, 'now'), 'mocov2', 'top1 interval') == \
+    assert cell(render_markdown(rows, 'now'), MOCO, 'top1 interval') == \
         f'[{low:.2f}, {high:.2f}] ({level_text(level)})'
     assert level == 0.75
 
@@ -436,7 +440,7 @@ def test_a_variant_is_compared_with_the_baseline_of_the_same_overrides_else_the_
 def test_a_baseline_with_an_override_the_method_lacks_is_not_preferred():
     rows = build_rows(series('mocov2', {0: 30.0}, overrides={'model.queue_size': 1024})
                       + series('mocov2', {0: 40.0}) + series('mixco', {0: 44.0}))
-    assert base_of(rows, method='mixco') == 'mocov2'
+    assert base_of(rows, method='mixco') == MOCO
     assert ours(rows, method='mixco')['compare']['delta'] == pytest.approx(4.0)
     # choose_baseline itself, whatever the order of the candidates
     mixco = ours(rows, method='mixco')
@@ -449,7 +453,7 @@ def test_rows_that_are_not_ok_never_serve_as_baselines():
     rows = build_rows(series('mocov2', {0: 40.0}, status='diverged')
                       + series('mocov2', {0: 30.0}, overrides={'model.queue_size': 1024})
                       + series('mixco', {0: 44.0}) + series('mixco', {1: 44.0}, status='failed'))
-    assert base_of(rows, method='mixco', status='ok') == 'mocov2 [model.queue_size=1024]'
+    assert base_of(rows, method='mixco', status='ok') == f'{MOCO} [model.queue_size=1024]'
     assert ours(rows, method='mixco', status='failed')['compare'] is None
     rows = build_rows(series('mocov2', {0: 40.0}, status='diverged') + series('mixco', {0: 44.0}))
     assert ours(rows, method='mixco')['compare'] is None
@@ -458,13 +462,13 @@ def test_rows_that_are_not_ok_never_serve_as_baselines():
 def test_older_records_are_compared_with_older_records_and_new_with_new():
     rows = build_rows(series('mocov2', {0: 40.0}, legacy=True) + series('mocov2', {0: 30.0})
                       + series('mixco', {0: 44.0}, legacy=True) + series('mixco', {0: 35.0}))
-    assert base_of(rows, method='mixco', legacy=True) == f'mocov2 {LEGACY_MARK}'
+    assert base_of(rows, method='mixco', legacy=True) == f'{MOCO} {LEGACY_MARK}'
     assert ours(rows, method='mixco', legacy=True)['compare']['delta'] == pytest.approx(4.0)
-    assert base_of(rows, method='mixco', legacy=False) == 'mocov2'
+    assert base_of(rows, method='mixco', legacy=False) == MOCO
     assert ours(rows, method='mixco', legacy=False)['compare']['delta'] == pytest.approx(5.0)
     # where only the other kind is there, it serves
     rows = build_rows(series('mocov2', {0: 40.0}, legacy=True) + series('mixco', {0: 35.0}))
-    assert base_of(rows, method='mixco') == f'mocov2 {LEGACY_MARK}'
+    assert base_of(rows, method='mixco') == f'{MOCO} {LEGACY_MARK}'
 
 
 # Ours minus the paper
@@ -473,17 +477,17 @@ def test_a_shipped_config_meets_the_papers_row_and_a_variant_does_not():
     paper = read_paper(PAPER_RESULTS)
     rows = build_rows(series('mixco', {0: 40.0, 1: 41.0}) + series('mixco', {0: 50.0},
                                                                   overrides=TAU), paper)
-    mine = ours(rows, label='mixco', eval_data='tiny-imagenet')
+    mine = ours(rows, label=MIXCO, eval_data='tiny-imagenet')
     assert mine['paper_gap']['delta'] == pytest.approx(40.5 - 42.65)
     assert mine['paper_gap']['paper'] == '42.65'
-    assert ours(rows, label='mixco [model.mix_temperature=0.1]')['paper_gap'] is None
+    assert ours(rows, label=MIXCO_TAU)['paper_gap'] is None
     parsed = [r for r in csv.DictReader(io.StringIO(render_csv(rows))) if r['source'] == SUITE]
     by_label = {r['method_label']: r for r in parsed}
-    assert float(by_label['mixco']['paper_delta']) == pytest.approx(-2.15)
-    assert by_label['mixco']['paper_value'] == '42.65'
-    assert by_label['mixco [model.mix_temperature=0.1]']['paper_delta'] == ''
-    assert by_label['mixco [model.mix_temperature=0.1]']['paper_value'] == ''
-    assert cell(render_markdown(rows, 'now'), 'mixco', 'ours − paper (top1)') == \
+    assert float(by_label[MIXCO]['paper_delta']) == pytest.approx(-2.15)
+    assert by_label[MIXCO]['paper_value'] == '42.65'
+    assert by_label[MIXCO_TAU]['paper_delta'] == ''
+    assert by_label[MIXCO_TAU]['paper_value'] == ''
+    assert cell(render_markdown(rows, 'now'), MIXCO, 'ours − paper (top1)') == \
         '-2.15 vs 42.65 (linear (paper protocol), paper Table 1, 3, 6)'
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from benchmark.layout import REPO_ROOT
+from benchmark.names import RANDOM_INIT
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.records import build_record, write_record
@@ -51,7 +52,7 @@ def test_seeds_give_mean_std_n():
     text = render_markdown(rows, 'today')
     mean, std = statistics.mean(top1), statistics.stdev(top1)
     row = md_rows(text)[1]
-    assert row[2] == 'mocov2' and row[5] == f'{mean:.2f} ± {std:.2f} (n=2)'
+    assert row[2] == 'MoCo-v2' and row[5] == f'{mean:.2f} ± {std:.2f} (n=2)'
     assert row[-4] == '100.5'  # time s/epoch: mean over the records
     single = md_rows(render_markdown(build_rows([record('mocov2', 0, {'top1': 40.0})]), 'x'))
     assert single[1][5] == '40.00 (n=1)'
@@ -67,21 +68,35 @@ def test_mixco_shows_delta_vs_its_baseline():
     col = header.index('Δ top1 vs baseline, interval (higher is better)')
     by_label = {(r[0], r[2]): r for r in body}
     # 2 paired seeds, under min_seeds: the differences seed by seed, no interval
-    assert by_label['tiny-imagenet', 'mixco'][col] == \
-        f'{44.75 - 40.5:+.2f} vs mocov2 (2 paired seeds); per seed +4.00, +4.50'
-    assert by_label['tiny-imagenet', 'mixco_simclr'][col] == \
-        '+1.00 vs simclr (1 paired seed); per seed +1.00'
-    assert by_label['tiny-imagenet', 'mixco'][header.index('top1 interval')] == \
+    assert by_label['tiny-imagenet', 'MixCo (MoCo-v2)'][col] == \
+        f'{44.75 - 40.5:+.2f} vs MoCo-v2 (2 paired seeds); per seed +4.00, +4.50'
+    assert by_label['tiny-imagenet', 'MixCo (SimCLR)'][col] == \
+        '+1.00 vs SimCLR (1 paired seed); per seed +1.00'
+    assert by_label['tiny-imagenet', 'MixCo (MoCo-v2)'][header.index('top1 interval')] == \
         'range [44.00, 45.50]'
-    assert by_label['tiny-imagenet', 'mocov2'][col] == ''
-    assert by_label['cifar10', 'mixco'][col] == ''
-    # MixCo sits right after its baseline.
+    assert by_label['tiny-imagenet', 'MoCo-v2'][col] == ''
+    assert by_label['cifar10', 'MixCo (MoCo-v2)'][col] == ''
+    # MixCo sits right after its baseline; each method by its label in benchmark/names.py.
     labels = [r[2] for r in body if r[0] == 'tiny-imagenet']
-    assert labels == ['mocov2', 'mixco', 'simclr', 'mixco_simclr']
+    assert labels == ['MoCo-v2', 'MixCo (MoCo-v2)', 'SimCLR', 'MixCo (SimCLR)']
     csv_rows = list(csv.DictReader(io.StringIO(render_csv(build_rows(records)))))
     mixco = find(csv_rows, method='mixco', eval_data='tiny-imagenet')
     assert (mixco['delta_baseline'], mixco['delta_metric']) == ('mocov2', 'top1')
+    assert mixco['method_label'] == 'MixCo (MoCo-v2)'  # the CSV's method: the record name
     assert float(mixco['delta']) == pytest.approx(4.25)
+
+
+def test_rows_show_the_method_label_and_the_csv_the_record_name():
+    """The tables show a method by its label in benchmark/names.py; the untrained encoder as
+    'random init'; a method the vocabulary does not know by its record name. The CSV's method
+    column keeps the record name, its method_label column the label."""
+    rows = build_rows([record('byol', 0, {'top1': 30.0}), record('mixco', 0, {'top1': 44.0}),
+                       record(RANDOM_INIT, 0, {'top1': 5.0})])
+    assert [r[2] for r in md_rows(render_markdown(rows, 'today'))[1:]] == [
+        'random init', 'MixCo (MoCo-v2)', 'byol']
+    assert [(r['method'], r['method_label']) for r in csv.DictReader(io.StringIO(
+        render_csv(rows)))] == [('random_init', 'random init'), ('mixco', 'MixCo (MoCo-v2)'),
+                                ('byol', 'byol')]
 
 
 def test_cluster_delta_is_davies_bouldin_lower_better():
@@ -91,13 +106,13 @@ def test_cluster_delta_is_davies_bouldin_lower_better():
                        record('mixco', 0, metrics(1.5), protocol='cluster')])
     header, _, mixco = md_rows(render_markdown(rows, 'today'))
     assert mixco[header.index('Δ davies_bouldin vs baseline, interval (lower is better)')] == \
-        '-0.500 vs mocov2 (1 paired seed); per seed -0.500'
+        '-0.500 vs MoCo-v2 (1 paired seed); per seed -0.500'
     assert mixco[header.index('verdict (family, size)')] == 'too few seeds (exploratory, 1)'
     assert mixco[header.index('kmeans_ari')] == '0.250 (n=1)'
 
 
 def ours_row(table):
-    return next(r for r in table if r[2] == 'mixco' and r[0] == 'tiny-imagenet')
+    return next(r for r in table if r[2] == 'MixCo (MoCo-v2)' and r[0] == 'tiny-imagenet')
 
 
 def test_paper_rows_are_labelled_and_grouped():
@@ -107,10 +122,10 @@ def test_paper_rows_are_labelled_and_grouped():
     section = section.split('\n## ')[0]
     table = md_rows(section)
     ours = find([dict(label=r[2], source=r[3], top1=r[5], eval=r[0]) for r in table],
-                label='mixco', eval='tiny-imagenet')
-    assert ours == dict(label='mixco', source='this suite', top1='40.00 (n=1)',
+                label='MixCo (MoCo-v2)', eval='tiny-imagenet')
+    assert ours == dict(label='MixCo (MoCo-v2)', source='this suite', top1='40.00 (n=1)',
                         eval='tiny-imagenet')
-    theirs = [r for r in table if r[0] == 'tiny-imagenet' and r[2] == 'mixco (paper)']
+    theirs = [r for r in table if r[0] == 'tiny-imagenet' and r[2] == 'MixCo (MoCo-v2) (paper)']
     assert len(theirs) == 1 and theirs[0][5] == '42.65' and theirs[0][3].startswith('paper Table')
     assert theirs[0][1] == 'linear (paper protocol)'
     assert theirs[0][-4:-1] == ['153.2', '4.50', '']  # Table 3: time and memory
@@ -121,7 +136,8 @@ def test_paper_rows_are_labelled_and_grouped():
     csv_rows = list(csv.DictReader(io.StringIO(render_csv(rows))))
     paper_mixco = find(csv_rows, backbone='resnet18', pretrain_epochs='100', eval_data='cifar10',
                        method='mixco', protocol='linear_paper')
-    assert paper_mixco['top1_mean'] == '74.25' and paper_mixco['method_label'] == 'mixco (paper)'
+    assert paper_mixco['top1_mean'] == '74.25' and paper_mixco['method_label'] == \
+        'MixCo (MoCo-v2) (paper)'
     assert float(paper_mixco['delta']) == pytest.approx(74.25 - 71.02)
 
 
@@ -182,7 +198,7 @@ def test_tool_writes_both_files(tmp_path, subprocess_env):
     assert str(md) in proc.stdout and str(table) in proc.stdout
     first = md.read_text().splitlines()[0].lower()
     assert 'generated by tools/leaderboard.py' in first and 'do not edit by hand' in first
-    assert '44.50 ± 0.71 (n=2)' in md.read_text() and 'mixco (paper)' in md.read_text()
+    assert '44.50 ± 0.71 (n=2)' in md.read_text() and 'MixCo (MoCo-v2) (paper)' in md.read_text()
     assert 'broken.json' in proc.stderr
     assert any(r['source'] == 'this suite' for r in csv.DictReader(table.open()))
 
@@ -220,15 +236,15 @@ def test_a_seed_evaluated_with_two_knn_k_gives_two_rows_labelled_apart():
     assert (narrow['seeds'], narrow['metrics']['top1']['mean']) == ([0, 1], 36.0)
     assert narrow['superseded'] == [f"seed 1 recorded again ({records[2]['id']}, superseded by "
                                     f"{records[3]['id']})"]
-    assert (wide['label'], narrow['label']) == ('mocov2 · k=200', 'mocov2 · k=20')
+    assert (wide['label'], narrow['label']) == ('MoCo-v2 · k=200', 'MoCo-v2 · k=20')
     labels = [r[2] for r in md_rows(render_markdown(rows, 'today'))[1:]]
-    assert sorted(labels) == ['mocov2 · k=20', 'mocov2 · k=200']
+    assert sorted(labels) == ['MoCo-v2 · k=20', 'MoCo-v2 · k=200']
     parsed = list(csv.DictReader(io.StringIO(render_csv(rows))))
     assert sorted((r['protocol_settings'], r['top1_n']) for r in parsed) == [
         ('k=20, split=train->test, temperature=0.1', '2'),
         ('k=200, split=train->test, temperature=0.1', '1')]
     # One setting only: the label stays the method's.
-    assert [r['label'] for r in build_rows(records[1:])] == ['mocov2']
+    assert [r['label'] for r in build_rows(records[1:])] == ['MoCo-v2']
 
 
 def test_incidental_settings_such_as_the_tsne_figure_do_not_split_rows():
@@ -241,7 +257,7 @@ def test_incidental_settings_such_as_the_tsne_figure_do_not_split_rows():
                              dict(tsne, seed=0, figure='/elsewhere/tsne.png', device='cuda:1',
                                   work_dir='scratch/x', num_workers=8), 3))
     rows = build_rows(records)
-    assert len(rows) == 1 and rows[0]['seeds'] == [0, 1] and rows[0]['label'] == 'mocov2'
+    assert len(rows) == 1 and rows[0]['seeds'] == [0, 1] and rows[0]['label'] == 'MoCo-v2'
     assert rows[0]['protocol_settings'] == \
         'classes=10, embedding=tsne-2d, per_class=1000, split=train'
     assert len(rows[0]['superseded']) == 1  # seed 0 again, the newest record counts
@@ -256,10 +272,10 @@ def test_records_without_protocol_settings_group_as_before():
     (row,) = build_rows(records)
     assert (row['seeds'], row['metrics']['top1']['mean'], row['protocol_settings']) == \
         ([0, 1], 43.0, '')
-    assert row['label'] == 'mocov2' and len(row['superseded']) == 1
+    assert row['label'] == 'MoCo-v2' and len(row['superseded']) == 1
     # Beside recorded settings, they are their own row and say so.
     knn = evaluated('mocov2', 0, {'top1': 1.0}, 'knn', dict(KNN, k=200), 4)
     rows = build_rows(records + [knn])
     assert sorted(r['label'] for r in rows) == [
-        'mocov2 · k=200, split=train->test, temperature=0.1', 'mocov2 · settings not recorded']
+        'MoCo-v2 · k=200, split=train->test, temperature=0.1', 'MoCo-v2 · settings not recorded']
     assert find(rows, protocol_settings='')['seeds'] == [0, 1]

@@ -132,14 +132,15 @@ def test_report_places_the_run_among_its_folder(tmp_path, n):
     mean, delta = sum(mixco) / n, sum(diffs) / n
     if n < 5:
         per_seed = ', '.join(f'{d:+.2f}' for d in diffs)
-        row = (f'| knn | mixco | top1 | {n} | {mean:.2f} range [{min(mixco):.2f}, '
-               f'{max(mixco):.2f}] | {delta:+.2f} vs mocov2 ({n} paired seeds); per seed '
+        row = (f'| knn | MixCo (MoCo-v2) | top1 | {n} | {mean:.2f} range [{min(mixco):.2f}, '
+               f'{max(mixco):.2f}] | {delta:+.2f} vs MoCo-v2 ({n} paired seeds); per seed '
                f'{per_seed} | n={n} < 5: no test; a verdict needs 6 seeds |')
     else:
         p = 2 / 2 ** n  # every difference positive: the smallest p 6 seeds can give
-        row = (f'| knn | mixco | top1 | {n} | {mean:.2f} [{min(mixco):.2f}, {max(mixco):.2f}] '
-               f'(96.9%) | {delta:+.2f} [{min(diffs):+.2f}, {max(diffs):+.2f}] (96.9%) vs '
-               f'mocov2 ({n} paired seeds) | p {p:.2g}, Holm {p:.2g} |')
+        row = (f'| knn | MixCo (MoCo-v2) | top1 | {n} | {mean:.2f} [{min(mixco):.2f}, '
+               f'{max(mixco):.2f}] (96.9%) | {delta:+.2f} [{min(diffs):+.2f}, {max(diffs):+.2f}] '
+               '(96.9%) vs '
+               f'MoCo-v2 ({n} paired seeds) | p {p:.2g}, Holm {p:.2g} |')
     assert row in text, text
     assert '![intervals of the section](intervals.png)' in text
     assert (path.parent / path.stem / 'intervals.png').stat().st_size > 1000

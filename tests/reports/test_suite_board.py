@@ -42,6 +42,8 @@ def md_rows(text):
 MOCO = {0: 40.0, 1: 41.0, 3: 39.0}
 MIXCO = {0: 43.0, 1: 45.5, 2: 44.0}
 TAU = {0: 42.0, 1: 41.0}
+# Rows show a method by its label in benchmark/names.py METHODS.
+MIXCO_LABEL, MOCO_LABEL = 'MixCo (MoCo-v2)', 'MoCo-v2'
 
 
 def records(legacy=False):
@@ -56,7 +58,7 @@ def records(legacy=False):
 def test_paired_delta_matches_a_hand_computation(legacy):
     """Δ of the means over all seeds; the paired Δ only over the seeds both rows have (0, 1)."""
     rows = {r['label'].rstrip(' †'): r for r in build_rows(records(legacy))}
-    mixco = rows['mixco']
+    mixco = rows[MIXCO_LABEL]
     assert mixco['compare']['delta'] == pytest.approx(
         statistics.mean(MIXCO.values()) - statistics.mean(MOCO.values()))
     diffs = [MIXCO[0] - MOCO[0], MIXCO[1] - MOCO[1]]  # 3.0, 4.5
@@ -64,39 +66,39 @@ def test_paired_delta_matches_a_hand_computation(legacy):
     assert (paired['n'], paired['seeds']) == (2, [0, 1])
     assert paired['delta'] == pytest.approx(3.75)
     assert paired['std'] == pytest.approx(statistics.stdev(diffs))
-    tau = rows['mixco [model.mix_temperature=0.2]']  # its baseline: MoCo-v2's default
+    tau = rows[f'{MIXCO_LABEL} [model.mix_temperature=0.2]']  # its baseline: MoCo-v2's default
     assert tau['compare']['paired']['delta'] == pytest.approx(((42 - 40) + (41 - 41)) / 2)
     header, *body = md_rows(render_markdown(build_rows(records(legacy)), 'now'))
     cells = {r[2].rstrip(' †'): r for r in body}
     column = header.index('Δ top1 vs baseline, interval (higher is better)')
     mark = ' †' if legacy else ''
     # 2 paired seeds, under min_seeds (5): the differences, no interval, test or P(better)
-    assert cells['mixco'][column] == \
-        f'+3.75 vs mocov2{mark} (2 paired seeds); per seed +3.00, +4.50'
+    assert cells[MIXCO_LABEL][column] == \
+        f'+3.75 vs {MOCO_LABEL}{mark} (2 paired seeds); per seed +3.00, +4.50'
     # Records with a setting: MixCo as run is primary, its variant exploratory (a family of one
     # each: a verdict needs 6 seeds); older records are all exploratory (a family of two: 7).
     family, need = ('exploratory', 7) if legacy else ('primary', 6)
-    assert cells['mixco'][header.index('sign-flip test')] == \
+    assert cells[MIXCO_LABEL][header.index('sign-flip test')] == \
         f'n=2 < 5: no test; a verdict needs {need} seeds'
-    assert cells['mixco'][header.index('verdict (family, size)')] == \
+    assert cells[MIXCO_LABEL][header.index('verdict (family, size)')] == \
         f"too few seeds ({family}, {2 if legacy else 1})"
-    assert cells['mixco'][header.index('P(better), 95% CI')] == ''
-    assert cells['mixco'][header.index('top1 interval')] == 'range [43.00, 45.50]'
+    assert cells[MIXCO_LABEL][header.index('P(better), 95% CI')] == ''
+    assert cells[MIXCO_LABEL][header.index('top1 interval')] == 'range [43.00, 45.50]'
     parsed = {r['method_label'].rstrip(' †'): r for r in
               csv.DictReader(io.StringIO(render_csv(build_rows(records(legacy)))))}
-    assert parsed['mixco']['paired_delta_n'] == '2'
-    assert float(parsed['mixco']['paired_delta_mean']) == pytest.approx(3.75)
-    assert float(parsed['mixco']['delta']) == pytest.approx(44.1666666 - 40, abs=1e-4)
+    assert parsed[MIXCO_LABEL]['paired_delta_n'] == '2'
+    assert float(parsed[MIXCO_LABEL]['paired_delta_mean']) == pytest.approx(3.75)
+    assert float(parsed[MIXCO_LABEL]['delta']) == pytest.approx(44.1666666 - 40, abs=1e-4)
 
 
 def test_variants_are_their_own_rows_never_merged():
     body = md_rows(render_markdown(build_rows(records()), 'now'))[1:]
     labels = [r[2] for r in body]
-    assert labels == ['mocov2', 'mixco', 'mixco [model.mix_temperature=0.2]']
+    assert labels == [MOCO_LABEL, MIXCO_LABEL, f'{MIXCO_LABEL} [model.mix_temperature=0.2]']
     by_label = {r[2]: r for r in body}
-    assert by_label['mixco'][5] == f"{statistics.mean(MIXCO.values()):.2f} ± " \
+    assert by_label[MIXCO_LABEL][5] == f"{statistics.mean(MIXCO.values()):.2f} ± " \
                                    f"{statistics.stdev(MIXCO.values()):.2f} (n=3)"
-    assert by_label['mixco [model.mix_temperature=0.2]'][5] == '41.50 ± 0.71 (n=2)'
+    assert by_label[f'{MIXCO_LABEL} [model.mix_temperature=0.2]'][5] == '41.50 ± 0.71 (n=2)'
 
 
 @pytest.mark.parametrize('legacy', [False, True])
@@ -106,7 +108,8 @@ def test_a_variant_of_the_baseline_is_compared_with_the_same_variant(legacy):
                        rec('mixco', 0, 35.0, variant='x=1', legacy=legacy),
                        rec('mixco', 0, 44.0, legacy=legacy)])
     deltas = {r['label'].rstrip(' †'): (r['compare'] or {}).get('delta') for r in rows}
-    assert deltas['mixco [x=1]'] == pytest.approx(5.0) and deltas['mixco'] == pytest.approx(4.0)
+    assert deltas[f'{MIXCO_LABEL} [x=1]'] == pytest.approx(5.0)
+    assert deltas[MIXCO_LABEL] == pytest.approx(4.0)
 
 
 def test_online_protocol_is_labelled_apart_from_offline():
@@ -121,7 +124,7 @@ def test_paper_rows_only_beside_ours():
     rows = paper_beside_ours(build_rows([rec('mixco', 0, 40.0, data='cifar10')],
                                         read_paper(PAPER_RESULTS)))
     assert sorted((r['source'] == 'this suite', r['label'], r['eval_data']) for r in rows) == [
-        (False, 'mixco (paper)', 'cifar10'), (True, 'mixco', 'cifar10')]
+        (False, f'{MIXCO_LABEL} (paper)', 'cifar10'), (True, MIXCO_LABEL, 'cifar10')]
 
 
 def test_monitor_series_joins_the_parts_of_a_resumed_run(tmp_path):

@@ -20,6 +20,8 @@ from tests.reports.references import clopper_pearson, inverted, naive_holm, sign
 pytestmark = pytest.mark.usefixtures('quick_provenance')
 
 BASE = {0: 40.0, 1: 41.0, 2: 39.5, 3: 40.2, 4: 40.7, 5: 39.9, 6: 40.4, 7: 40.1}
+# Sentences name a method by its label in benchmark/names.py METHODS.
+MIXCO, IMIX, MOCO = 'MixCo (MoCo-v2)', 'i-Mix (MoCo-v2)', 'MoCo-v2'
 
 
 def series(method, values, protocol='linear_paper', eval_data='tiny-imagenet'):
@@ -76,7 +78,7 @@ def fewest_seeds(alpha):
 
 def head(label, diffs, family='primary family of 1', protocol='linear (paper protocol)',
          unit='top-1 points', fmt='.2f'):
-    return (f'{label} vs mocov2, {protocol} on tiny-imagenet ({family}): '
+    return (f'{label} vs {MOCO}, {protocol} on tiny-imagenet ({family}): '
             f'Δ {float(np.mean(diffs)):+{fmt}} {unit}, n = {len(diffs)}')
 
 
@@ -95,7 +97,7 @@ def check_too_few(sentence, label, diffs, need, family='primary family of 1'):
 
 def test_one_paired_seed():
     rows = build_rows(series('mocov2', {0: 40.0}) + series('mixco', {0: 42.5}))
-    check_too_few(verdict(row_of(rows, 'mixco')), 'mixco', [2.5], max(5, fewest_seeds(0.05)))
+    check_too_few(verdict(row_of(rows, 'mixco')), MIXCO, [2.5], max(5, fewest_seeds(0.05)))
     assert verdict(row_of(rows, 'mocov2')) is None  # a baseline has no comparison
 
 
@@ -103,12 +105,12 @@ def test_two_paired_seeds_say_how_many_seeds_a_verdict_needs():
     rows = build_rows(series('mocov2', {0: 40.0, 1: 41.0})
                       + series('mixco', {0: 42.0, 1: 44.5}))
     assert max(5, fewest_seeds(0.05)) == 6
-    check_too_few(verdict(row_of(rows, 'mixco')), 'mixco', [2.0, 3.5], 6)
+    check_too_few(verdict(row_of(rows, 'mixco')), MIXCO, [2.0, 3.5], 6)
     # Two comparisons in the family: each must be able to reach 0.05 / 2, which takes 7 seeds.
     rows = build_rows(series('mocov2', {0: 40.0, 1: 41.0})
                       + series('mixco', {0: 42.0, 1: 44.5}) + series('imix', {0: 41.0, 1: 40.0}))
     assert fewest_seeds(0.025) == 7
-    check_too_few(verdict(row_of(rows, 'imix')), 'imix', [1.0, -1.0], 7,
+    check_too_few(verdict(row_of(rows, 'imix')), IMIX, [1.0, -1.0], 7,
                   'primary family of 2')
 
 
@@ -125,13 +127,13 @@ def test_significant_after_holm_is_better_or_worse(sign, side):
     won = 7 if sign > 0 else 0
     low, high = clopper_pearson(won, 7)
     assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', strong, 'primary family of 2')}, "
-        f"{interval_text(strong, holm_level(p, 0))}: {side} than mocov2 (sign-flip p = "
+        f"{head(MIXCO, strong, 'primary family of 2')}, "
+        f"{interval_text(strong, holm_level(p, 0))}: {side} than {MOCO} (sign-flip p = "
         f"{p_text(p[0])}, Holm p = {p_text(holm_strong)}; P(better) = {won / 7:.2f} "
         f"[{low:.2f}, {high:.2f}]).")
     sentence = verdict(row_of(rows, 'imix'))
     assert sentence.startswith(
-        f"{head('imix', weak, 'primary family of 2')}, {interval_text(weak, holm_level(p, 1))}: "
+        f"{head(IMIX, weak, 'primary family of 2')}, {interval_text(weak, holm_level(p, 1))}: "
         f"undecided with 7 seeds (sign-flip p = {p_text(p[1])}, Holm p = {p_text(holm_weak)}); ")
     sd = math.sqrt((np.var(strong, ddof=1) * 6 + np.var(weak, ddof=1) * 6) / 12)
     assert sentence.endswith(
@@ -147,10 +149,10 @@ def test_a_lower_davies_bouldin_is_better():
     p = sign_p(diffs)
     assert p == 2 / 2 ** 6
     low, high = clopper_pearson(6, 6)  # every seed lower: won
-    start = head('mixco', diffs, 'exploratory family of 1', 'cluster indices', 'Davies-Bouldin',
+    start = head(MIXCO, diffs, 'exploratory family of 1', 'cluster indices', 'Davies-Bouldin',
                  '.3f')
     assert verdict(row_of(rows, 'mixco', 'cluster')) == (
-        f"{start}, {interval_text(diffs, 0.05, '.3f')}: better than mocov2 (sign-flip p = "
+        f"{start}, {interval_text(diffs, 0.05, '.3f')}: better than {MOCO} (sign-flip p = "
         f"{p_text(p)}, Holm p = {p_text(p)}; P(better) = 1.00 [{low:.2f}, {high:.2f}]).")
 
 
@@ -171,7 +173,7 @@ def test_holm_can_take_a_nominal_difference_back():
     sd = math.sqrt(sum(np.var(d, ddof=1) * 6 for d in (diffs,) + others) / 18)
     mde = row_of(rows, 'mixco')['compare']['plan']['mde']
     assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', diffs, 'primary family of 3')}, {interval_text(diffs, holm_level(p, 0))}"
+        f"{head(MIXCO, diffs, 'primary family of 3')}, {interval_text(diffs, holm_level(p, 0))}"
         f": undecided with 7 seeds (sign-flip p = {p_text(p[0])}, Holm p = {p_text(adjusted)}); "
         f"at n = 7 a true Δ of {mde:.2f} top-1 points would be found with 80% power (paired SD "
         f"{sd:.2f} pooled over the family's comparisons of this protocol, 18 df; level 0.017).")
@@ -186,11 +188,11 @@ def test_equivalent_within_a_declared_margin_and_undecided_without():
     assert -0.5 < low and high < 0.5 and p > 0.05
     rows = build_rows(records, policy=StatsPolicy(equivalence_margin=0.5))
     assert verdict(row_of(rows, 'mixco')) == (
-        f"{head('mixco', diffs)}, {interval_text(diffs, 0.05)}: equivalent within ±0.50 (the "
+        f"{head(MIXCO, diffs)}, {interval_text(diffs, 0.05)}: equivalent within ±0.50 (the "
         f"{100 * level:.3g}% interval [{low:+.2f}, {high:+.2f}] lies inside the margin; sign-flip "
         f"p = {p_text(p)}, Holm p = {p_text(p)}).")
     plain = verdict(row_of(build_rows(records), 'mixco'))
-    assert plain.startswith(f"{head('mixco', diffs)}, {interval_text(diffs, 0.05)}: undecided "
+    assert plain.startswith(f"{head(MIXCO, diffs)}, {interval_text(diffs, 0.05)}: undecided "
                             f"with 6 seeds (sign-flip p = {p_text(p)}, Holm p = {p_text(p)})")
     assert 'equivalent' not in plain and 'no difference' not in plain
     narrow = verdict(row_of(build_rows(records, policy=StatsPolicy(equivalence_margin=0.05)),
@@ -226,12 +228,12 @@ def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
     first, *everything = verdicts(rows)
     assert first == tally(rows)
     assert everything == [verdict(r) for r in compared]  # the paper's rows say nothing
-    assert all(s.startswith('mixco vs mocov2, ') for s in everything)
+    assert all(s.startswith(f'{MIXCO} vs {MOCO}, ') for s in everything)
     assert verdicts(rows, ['knn'])[1:] == [verdict(compared[1])]
     assert ' kNN on tiny-imagenet' in verdicts(rows, ['knn'])[1]
     assert verdicts(rows, ['knn', 'cluster'])[1:] == [verdict(r) for r in compared[1:]]
     assert verdicts(rows, []) == [] and verdicts(rows, ['linear_fast']) == []
-    paper_mixco = next(r for r in rows if r['label'] == 'mixco (paper)' and r['compare'])
+    paper_mixco = next(r for r in rows if r['label'] == f'{MIXCO} (paper)' and r['compare'])
     assert verdict(paper_mixco) is None  # compared by means only, no seeds
 
 
@@ -271,8 +273,8 @@ def test_tally_counts_outcomes_per_family_as_the_statistics_say():
     counts = family_counts(text)
     assert {k: v for k, v in counts['primary'].items() if v} == expected
     assert {k: v for k, v in counts['exploratory'].items() if v} == {'too few seeds': 1}
-    assert 'mixco, linear (paper protocol) on tiny-imagenet' in text  # the decided are named
-    assert 'mixco, kNN on tiny-imagenet' in text
+    assert f'{MIXCO}, linear (paper protocol) on tiny-imagenet' in text  # the decided are named
+    assert f'{MIXCO}, kNN on tiny-imagenet' in text
     assert tally(build_rows(series('mocov2', BASE))) is None
 
 

@@ -12,6 +12,7 @@ from benchmark.suites.plan import (index_records, mark_work_dir, plan_lines, pla
                                           plan_suite)
 from benchmark.suites.spec import SuiteError, expand_suite
 from benchmark.layout import LAST_CHECKPOINT, SLURM_JOB_FILE
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.reports.records import build_record, write_record
 
 SUITE = ("configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']\n"
@@ -34,7 +35,7 @@ def record(run, protocols, status='ok', seed=None, sha=None, eval_data='digits')
     return rec
 
 
-DEFAULT = ['knn', 'linear_fast', 'cluster', 'cluster_tsne']
+DEFAULT = list(DEFAULT_PROTOCOLS)
 
 
 def test_nothing_done_starts_everything(suite):

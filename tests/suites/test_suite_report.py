@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import benchmark.components  # noqa: F401
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.report import log_suite_to_wandb, render_suite, suite_records
 from benchmark.suites.outcome import Outcome
@@ -15,7 +16,7 @@ from benchmark.reports.records import build_record, write_record
 
 SUITE = ("configs = ['configs/mocov2_r18_digits.py', dict(config='configs/mixco_r18_digits.py',"
          " grid={'model.mix_temperature': [0.1]})]\nseeds = [0, 1]\n")
-DEFAULT = ('knn', 'linear_fast', 'cluster', 'cluster_tsne')
+DEFAULT = DEFAULT_PROTOCOLS
 
 
 @pytest.fixture
@@ -70,13 +71,15 @@ def test_render_writes_page_csv_and_curves(suite, tmp_path):
     assert curves.stat().st_size > 1000 and intervals.stat().st_size > 1000
     assert '![intervals: ResNet-18 · 30 pretraining epochs · digits](intervals.png)' in \
         summary.read_text()
-    assert ('| digits | kNN | mixco [model.mix_temperature=0.1] | 44.50 range [44.00, 45.00] (n=2)'
-            in summary.read_text())  # two seeds: the range, under min_seeds
+    assert ('| digits | kNN | MixCo (MoCo-v2) [model.mix_temperature=0.1] | 44.50 range '
+            '[44.00, 45.00] (n=2)' in summary.read_text())  # two seeds: the range, under min_seeds
     rows = list(csv.DictReader(csv_path.open()))
     knn = {r['method_label']: r for r in rows if r['protocol'] == 'knn'}
-    assert set(knn) == {'mocov2', 'mixco [model.mix_temperature=0.1]'}
-    assert knn['mixco [model.mix_temperature=0.1]']['top1_mean'] == '44.5'
-    assert float(knn['mixco [model.mix_temperature=0.1]']['paired_delta_mean']) == pytest.approx(3.5)
+    tau = 'MixCo (MoCo-v2) [model.mix_temperature=0.1]'
+    assert set(knn) == {'MoCo-v2', tau}
+    assert {r['method'] for r in knn.values()} == {'mocov2', 'mixco'}  # the record names
+    assert knn[tau]['top1_mean'] == '44.5'
+    assert float(knn[tau]['paired_delta_mean']) == pytest.approx(3.5)
     text = md.read_text()
     assert text.startswith('# Suite board') and '![monitor curves](curves.png)' in text
     assert '| mocov2_r18_digits-s1 | default | 1 | not run |' in text

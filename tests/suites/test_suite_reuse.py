@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import benchmark.components  # noqa: F401
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.reports.records import build_record, write_record
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.report import read_suite_records
@@ -15,7 +16,7 @@ from benchmark.suites.spec import SuiteError
 from benchmark.suites.suite import run_suite
 
 CONFIG = "configs = ['configs/mocov2_r18_digits.py']\n"
-DEFAULT = ['knn', 'linear_fast', 'cluster', 'cluster_tsne']
+DEFAULT = list(DEFAULT_PROTOCOLS)
 
 
 def record(run, seed=None, created=None, protocols=DEFAULT):

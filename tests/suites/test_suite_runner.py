@@ -40,7 +40,7 @@ def test_failed_run_is_reported_with_its_log_and_its_row(tmp_path, monkeypatch):
     assert out[-2].startswith('summary: 2 run(s): 2 failed (failed: mocov2_r18_digits-s0, '
                               'mocov2_r18_digits-s1)')
     board = (tmp_path / 'results/suites/fail/leaderboard.md').read_text()
-    rows = [line for line in board.splitlines() if '| kNN | mocov2 |' in line]
+    rows = [line for line in board.splitlines() if '| kNN | MoCo-v2 |' in line]
     assert len(rows) == 1 and '| this suite | failed | NA |' in rows[0]
     assert f'training failed; log {log}' in rows[0]
 

@@ -17,6 +17,7 @@ import submitit
 
 import benchmark.components  # noqa: F401
 from benchmark.layout import SLURM_JOB_FILE
+from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.reports.records import build_record, write_record
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.runner import SuiteRunner
@@ -173,8 +174,8 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     run = suite.runs[0]
     rec = build_record(method='mocov2', backbone='resnet18', pretrain_data='digits',
                        pretrain_epochs=30, eval_data='digits', seed=0, world_size=2,
-                       total_batch=64, protocols={p: {'metrics': {'top1': 1.0}} for p in
-                                                  ('knn', 'linear_fast', 'cluster', 'cluster_tsne')})
+                       total_batch=64, protocols={p: {'metrics': {'top1': 1.0}}
+                                                  for p in DEFAULT_PROTOCOLS})
     write_record(dict(rec, config_sha256=run.config_sha256), suite.results_dir)
     code, out = _run(path, tmp_path, launcher='slurm', partition='gpu', only='mocov2')
     assert len(calls(stubs, 'sbatch')) == 2 and '#SBATCH --array' not in Path(

@@ -10,10 +10,11 @@ from benchmark.engine.channels_last import to_channels_last, use_channels_last
 from benchmark.engine.config.check import read_config
 from benchmark.harness.speed.timing import Settings
 from benchmark.layout import REPO_ROOT
-from benchmark.names import BASELINES, METHOD_LABELS
+from benchmark.names import BASELINES, METHOD_LABELS, METHOD_NAMES
 
-# The family (= config stems, configs/{name}_r18_tiny.py) -> table label, baselines first.
-FAMILY = ('mocov2', 'mixco', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr')
+# The family: every self-supervised method of benchmark/names.py METHODS, in its order (each
+# baseline before its variants); each times configs/{name}_r18_tiny.py. Name -> table label.
+FAMILY = tuple(name for name in METHOD_NAMES.values() if name != 'supervised')
 METHODS: Dict[str, str] = {m: METHOD_LABELS[m] for m in FAMILY}
 # Headline key prefix -> (member, its baseline): mixco_moco_time_ratio, imix_moco_..., ...
 PAIRS = {(f'{m}_moco' if base == 'mocov2' else m): (m, base) for m, base in BASELINES.items()

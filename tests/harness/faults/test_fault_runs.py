@@ -9,6 +9,7 @@ from mmengine.config import Config
 from benchmark.engine.config.check import ConfigError, read_config, validate_config
 from benchmark.harness.faults import runs as fault_runs
 from benchmark.layout import REPO_ROOT
+from benchmark.names import METHOD_NAMES
 from benchmark.harness.faults.runs import (BASE_HOOKS, IMPORTS, Scorecard, differing,
                                           final_checkpoint, free_port, referenced_corrupt,
                                           remove_checkpoints, tiny_env, write_config)
@@ -37,8 +38,7 @@ def test_written_config_reads_and_validates(tmp_path, method):
         assert 'queue_size' not in cfg.model
     else:
         assert cfg.model.queue_size == 16
-    assert cfg.model.type == dict(mocov2='MoCo', mixco='MixCoMoCo', simclr='SimCLR',
-                                  mixco_simclr='MixCoSimCLR')[method]
+    assert METHOD_NAMES[cfg.model.type] == method
 
 
 def test_a_misspelt_fault_hook_fails_the_check(tmp_path):

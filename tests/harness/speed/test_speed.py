@@ -9,7 +9,7 @@ import torch
 
 from benchmark.harness.speed import bench as speed
 from benchmark.harness.speed.bench import bench_steps, compile_speedup, paper_keys, step_ratios
-from benchmark.harness.speed.step import PAIRS
+from benchmark.harness.speed.step import FAMILY, PAIRS
 from benchmark.harness.speed.timing import Settings
 
 
@@ -17,7 +17,7 @@ def test_step_ratios_pair_each_member_with_its_baseline():
     """Hand-made step records: MixCo's steps take 1.5x, 2x, 1.5x MoCo-v2's adjacent ones."""
     base = dict(step_seconds=[1.0, 2.0, 4.0], peak_bytes=100, step_peak_growth_bytes=40,
                 flops_per_image=4.0)
-    steps = {m: dict(base) for m in ('mocov2', 'imix', 'unmix', 'mochi', 'simclr', 'mixco_simclr')}
+    steps = {m: dict(base) for m in FAMILY if m != 'mixco'}
     steps['mixco'] = dict(step_seconds=[1.5, 4.0, 6.0], peak_bytes=130, step_peak_growth_bytes=70,
                           flops_per_image=5.5)
     out = step_ratios(steps)
