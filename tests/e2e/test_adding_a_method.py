@@ -13,10 +13,10 @@ import pytest
 from tests.conftest import ROOT
 
 COPIED = ('benchmark', 'methods', 'tools', 'configs', 'docs', 'tests', 'setup.cfg')
-# A block's heading: **`path`** (new file) | , at the end | , after the line starting `x`
+# A block's heading: **`path`** (new file) | , after (or before) the line starting `x`
 HEADING = re.compile(r'^\*\*`(?P<path>[^`]+)`\*\*(?P<where>[^\n]*):\n\n```\w*\n(?P<body>.*?)```',
                      re.S | re.M)
-AFTER = re.compile(r'after the line starting (?:``(.+?)``|`(.+?)`)$')
+AT_LINE = re.compile(r'(after|before) the line starting (?:``(.+?)``|`(.+?)`)$')
 
 
 def example_steps() -> list:
@@ -33,13 +33,14 @@ def apply(repo: Path, path: str, where: str, body: str) -> None:
         assert not target.exists(), f'{path} exists already'
         target.write_text(body)
         return
-    after = AFTER.fullmatch(where)
-    assert after, f'docs/methods.md: cannot read where the block for {path} goes: {where!r}'
-    start = (after[1] or after[2]).strip()
+    at_line = AT_LINE.fullmatch(where)
+    assert at_line, f'docs/methods.md: cannot read where the block for {path} goes: {where!r}'
+    start = (at_line[2] or at_line[3]).strip()
     lines = target.read_text().split('\n')
     at = [i for i, line in enumerate(lines) if line.strip().startswith(start)]
     assert len(at) == 1, f'{path}: {len(at)} lines start with {start!r}, want 1'
-    lines[at[0] + 1:at[0] + 1] = body.rstrip('\n').split('\n')
+    i = at[0] + (at_line[1] == 'after')
+    lines[i:i] = body.rstrip('\n').split('\n')
     target.write_text('\n'.join(lines))
 
 
@@ -47,7 +48,7 @@ def test_the_example_has_a_file_its_registration_config_and_test():
     paths = [path for path, _, _ in example_steps()]
     assert paths == ['methods/barlowtwins.py', 'methods/__init__.py', 'benchmark/names.py',
                      'configs/barlowtwins_r18_digits.py', 'docs/configuration.md',
-                     'tests/methods/test_barlowtwins.py']
+                     'docs/methods.md', 'tests/methods/test_barlowtwins.py']
 
 
 @pytest.fixture(scope='module')
@@ -84,6 +85,15 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
               'tests/methods/test_barlowtwins.py')
     assert own.returncode == 0, own.stdout[-2000:]
     assert '2 passed' in own.stdout
+    # The suite's tests over every method and every doc table hold with the new method in.
+    generic = run(repo, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests/test_names.py',
+                  'tests/test_configs.py', 'tests/methods/test_method_resume.py',
+                  'tests/test_components.py')
+    assert generic.returncode == 0, generic.stdout[-3000:]
+    covered = run(repo, '-m', 'pytest', '-q', '--collect-only', '-k', 'barlowtwins',
+                  'tests/test_configs.py', 'tests/methods/test_method_resume.py',
+                  'tests/test_components.py')
+    assert covered.stdout.count('barlowtwins') >= 3, covered.stdout  # each covers it
 
     work, results = tmp_path / 'work', tmp_path / 'results'
     trained = run(repo, 'tools/train.py', config, '--work-dir', str(work), '--no-eval',
