@@ -80,9 +80,9 @@ def test_naming_problems_say_what_to_do():
     """The check above can fail, and its lines name the file and the fix."""
     assert naming_problems(['mixco_simclr_r18_tiny.py', 'mocov2_r50_imagenet.py',
                             'mixco_r18_tiny_400e.py', 'imix_r18_digits_fast.py']) == []
-    assert naming_problems(['barlowtwins_r18_digits.py', 'mixco_r101_tiny.py',
+    assert naming_problems(['nosuchmethod_r18_digits.py', 'mixco_r101_tiny.py',
                             'mocov2_r18_svhn.py']) == [
-        'configs/barlowtwins_r18_digits.py: its name starts with no method of benchmark/names.py '
+        'configs/nosuchmethod_r18_digits.py: its name starts with no method of benchmark/names.py '
         f'METHODS; add the method there or name the config {CONVENTION}',
         f"configs/mixco_r101_tiny.py: the name of a config of 'mixco' is {CONVENTION} "
         '(depth 18, 34 or 50)',
@@ -93,7 +93,7 @@ def test_naming_problems_say_what_to_do():
 def test_a_config_belongs_to_its_longest_method():
     assert config_method('mixco_simclr_r18_tiny.py') == 'mixco_simclr'
     assert config_method('mixco_r18_tiny.py') == 'mixco'
-    assert config_method('barlowtwins_r18_digits.py') is None
+    assert config_method('nosuchmethod_r18_digits.py') is None
     assert [p.name for p in method_configs('mixco_simclr')] == [
         'mixco_simclr_r18_tiny.py', 'mixco_simclr_r34_tiny.py', 'mixco_simclr_r50_tiny.py']
     assert method_configs('mixco')[0].name == 'mixco_r18_tiny.py'

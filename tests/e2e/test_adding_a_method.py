@@ -93,7 +93,8 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
     covered = run(repo, '-m', 'pytest', '-q', '--collect-only', '-k', 'barlowtwins',
                   'tests/test_configs.py', 'tests/methods/test_method_resume.py',
                   'tests/test_components.py')
-    assert covered.stdout.count('barlowtwins') >= 3, covered.stdout  # each covers it
+    assert 'bit_identical[barlowtwins]' in covered.stdout, covered.stdout  # resumes
+    assert 'registered[configs/barlowtwins_r18_digits.py]' in covered.stdout, covered.stdout
 
     work, results = tmp_path / 'work', tmp_path / 'results'
     trained = run(repo, 'tools/train.py', config, '--work-dir', str(work), '--no-eval',
