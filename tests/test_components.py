@@ -8,6 +8,10 @@ hide a module the components file forgot).
 import ast
 import re
 
+# mmengine's own types (its loops, hooks, optimizers, schedulers, samplers) are registered when
+# mmengine.runner is imported, as tools/train.py does before it builds a config; without this
+# import the loops a config names would be found only after another test imported the runner.
+import mmengine.runner  # noqa: F401
 import pytest
 from mmengine.config import Config
 from mmengine.registry import (DATA_SAMPLERS, DATASETS, FUNCTIONS, HOOKS, LOOPS, METRICS, MODELS,
