@@ -5,6 +5,8 @@
 # make test-fast: without the tests marked slow (tests/e2e/ and the others that take seconds).
 # make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
 # included (TESTS=tests/tools for a part of it).
+# All three run the tests in a random order (pytest-randomly); its seed is in pytest's header,
+# which -q would hide.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -39,14 +41,14 @@ install-gpu: $(STAMP)
 
 WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -ra -n $(WORKERS) --durations=25
+	$(PY) -m pytest -ra -n $(WORKERS) --durations=25
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -ra -n $(WORKERS) -m 'not slow'
+	$(PY) -m pytest -ra -n $(WORKERS) -m 'not slow'
 
 TESTS ?=
 coverage: $(STAMP)
-	$(PY) -m pytest -q -ra --cov --cov-report=term $(TESTS)
+	$(PY) -m pytest -ra --cov --cov-report=term $(TESTS)
 
 # The demo suite (configs/suites/demo_digits.py) with two of its three seeds, two runs at a time
 # (each its share of the cores); runs whose records exist are skipped, so a rerun only renders.

@@ -67,7 +67,11 @@ def pytest_collection_modifyitems(config, items):
         if item.path.resolve().is_relative_to(E2E) or 'two_process_results' in getattr(
                 item, 'fixturenames', ()):
             item.add_marker(pytest.mark.slow)
-    # The slow ones first: pytest-xdist's workers then end on short tests, together.
+    # The slow ones first: pytest-xdist's workers then end on short tests, together. The sort is
+    # stable, so it keeps the random order pytest-randomly gave each group: randomly shuffles in a
+    # hook wrapper, before every plain hook such as this one. This hook must stay plain (not
+    # trylast): pytest's `-m` selection is a plain hook that runs after it and needs the `slow`
+    # markers added above, or `-m 'not slow'` would keep tests/e2e/.
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)
     if torch.cuda.is_available():
         return
