@@ -48,9 +48,20 @@ def method_configs(method: str) -> List[Path]:
     return sorted(found, key=lambda path: (path.name != f'{method}_r18_tiny.py', path.name))
 
 
+def write_import_caches() -> None:
+    """Write what a first import caches on disk, once, before processes import it side by side:
+    yapf (which mmengine's Config imports) writes its grammar pickles at its first import, and
+    a process importing it meanwhile reads a half-written file and fails with EOFError
+    (google/yapf#1204). The controller calls this before pytest-xdist starts its workers."""
+    import yapf  # noqa: F401
+
+
 def pytest_configure(config):
     """Under pytest-xdist, each worker's torch takes its share of the cores (two workers with
-    torch's default of a thread per core would run twice as many threads as cores)."""
+    torch's default of a thread per core would run twice as many threads as cores); the
+    controller first writes the import caches the workers would race to write."""
+    if 'PYTEST_XDIST_WORKER' not in os.environ:
+        write_import_caches()
     workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', 0))
     if workers > 1:
         import torch

@@ -1,8 +1,10 @@
-"""setup.cfg's dependencies: each import declared, one faiss, no GUI OpenCV, wandb optional."""
+"""setup.cfg's dependencies: each import declared, one faiss, no GUI OpenCV, wandb optional;
+the import caches the test workers would race to write are written first."""
 import ast
 import configparser
 import importlib.metadata
 import re
+import subprocess
 import sys
 
 import pytest
@@ -118,3 +120,15 @@ def test_import_faiss_and_one_faiss_distribution_installed():
 def test_license_is_mit_as_setup_cfg_says():
     assert setup_cfg()['metadata']['license'] == 'MIT'
     assert (ROOT / 'LICENSE').read_text().startswith('MIT License\n')
+
+
+def test_yapfs_grammar_cache_is_written_before_the_workers_start(tmp_path):
+    """With an empty cache folder, the controller's pytest_configure leaves yapf's grammar
+    pickles whole on disk, so that the workers only read them (google/yapf#1204)."""
+    code = 'import tests.conftest as c; c.write_import_caches()'
+    env = {'XDG_CACHE_HOME': str(tmp_path), 'PATH': '/usr/bin:/bin', 'HOME': str(tmp_path)}
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pickles = list(tmp_path.glob('YAPF/**/*.pickle'))
+    assert len(pickles) == 2 and all(p.stat().st_size > 1000 for p in pickles), pickles
