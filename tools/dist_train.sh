@@ -48,21 +48,21 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 # A scheduler signals every process of the job at once (SLURM's pre-emption, scancel; or
 # kill -- -PGID): torchrun would then stop the training processes before they save and end
 # with 1, so it is started with both signals left to this script (not among its
-# --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and no-op handlers: a handler, unlike
-# an ignored signal, is not inherited by the training processes).
+# --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and blocked in torchrun).
 # A process that has to end the job with a code of its own (143; 3 for a divergence, 74 for a
 # full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to
 # repeat after torchrun's report: torchrun reports any failed job as 1.
 # The training processes hold such a signal until their PreemptionHook takes it over
 # (TRAIN_HOLD_SIGNALS, benchmark/engine/held_signals.py): one that reaches them while they
 # import or load a checkpoint is acted on after their first step instead of killing them.
+# They inherit torchrun's blocked mask, so one that comes before their interpreter has
+# started stays pending until the hold is in place, which then unblocks and records it.
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
   PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
   "$PYTHON" -c 'import runpy, signal, sys
-for sig in (signal.SIGTERM, signal.SIGUSR1):
-    signal.signal(sig, lambda *_: None)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
 sys.argv[0] = "torchrun"
 runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
   --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \

@@ -24,9 +24,12 @@ def _record(signum, frame) -> None:  # noqa: ARG001
 
 
 def hold() -> None:
-    """From now on, record SIGTERM and SIGUSR1 instead of dying of them."""
+    """From now on, record SIGTERM and SIGUSR1 instead of dying of them. A launcher may start
+    the process with them blocked (tools/dist_train.sh): they are unblocked here, once
+    recorded, and one that came before is recorded now."""
     for name in SIGNALS:
         signal.signal(getattr(signal, name), _record)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {getattr(signal, name) for name in SIGNALS})
 
 
 def take() -> Optional[str]:

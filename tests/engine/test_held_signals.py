@@ -46,6 +46,27 @@ def test_importing_it_holds_only_when_the_launcher_asks():
     assert _python(code, TRAIN_HOLD_SIGNALS='').returncode == -signal.SIGTERM
 
 
+def test_a_signal_pending_from_a_blocked_start_is_held_once_the_hold_is_in_place():
+    """tools/dist_train.sh starts its training processes with the signals blocked (inherited
+    from torchrun): a SIGTERM sent before the interpreter has imported anything stays pending
+    and is recorded when the hold unblocks it, rather than lost or fatal."""
+    code = ('import os, signal\n'
+            'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})\n'
+            'os.kill(os.getpid(), signal.SIGTERM)  # before the hold: pending\n'
+            'import benchmark.engine.held_signals as h\n'
+            'print(h.take(), signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []))')
+    held = _python(code, TRAIN_HOLD_SIGNALS='1')
+    assert (held.returncode, held.stdout) == (0, 'SIGTERM False\n'), held.stderr
+
+
+def test_dist_train_starts_torchrun_with_the_stop_signals_blocked():
+    """The torchrun wrapper blocks both signals first thing, so its children inherit them
+    blocked (the test above: they are then held, not fatal, however early they come)."""
+    script = (ROOT / 'tools' / 'dist_train.sh').read_text()
+    wrapper = script[script.index("-c 'import runpy"):script.index('runpy.run_module')]
+    assert 'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})' in wrapper
+
+
 def test_release_delivers_a_held_signal_with_its_default_action():
     code = ('import os, signal\nfrom benchmark.engine import held_signals as h\nh.hold()\n'
             'os.kill(os.getpid(), signal.SIGTERM)\nprint("held", flush=True)\nh.release()\n'
