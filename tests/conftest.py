@@ -92,6 +92,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
+    """A test that leaves signals blocked in this process would change what every later test
+    on the same worker sees (its children inherit the mask; a stop signal waits unseen): the
+    mask is put back after each test, with a warning naming the test."""
+    import signal
+    import warnings
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    after = signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    if after != before:
+        warnings.warn(f'{item.nodeid} left the signal mask {sorted(map(int, after))} '
+                      f'(was {sorted(map(int, before))}); put back')
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as sock:

@@ -159,11 +159,15 @@ class SuiteRunner:
         self.total = len(plans)
         if self.launcher == 'slurm':
             return submit_suite(self, plans)
-        previous = {sig: signal.signal(sig, self._forward)
-                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        stops = (signal.SIGTERM, signal.SIGINT)
+        previous = {sig: signal.signal(sig, self._forward) for sig in stops}
+        # Taken here even where the caller blocked them (a service manager, a test runner):
+        # blocked, they would wait unseen and the children would inherit them blocked.
+        mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         try:
             return self.run_local(plans)
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 

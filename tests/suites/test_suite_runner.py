@@ -1,6 +1,9 @@
 """Carrying out a plan locally: a failing run (its row and its log), and SIGTERM reaching the
 running training. The SLURM launcher: test_suite_slurm.py."""
 import os
+import signal
+
+import pytest
 
 import benchmark.components  # noqa: F401
 from benchmark.suites.suite import run_suite
@@ -45,7 +48,19 @@ def test_failed_run_is_reported_with_its_log_and_its_row(tmp_path, monkeypatch):
     assert f'training failed; log {log}' in rows[0]
 
 
-def test_sigterm_reaches_the_training_and_stops_the_suite(tmp_path, monkeypatch):
+@pytest.fixture(params=['unblocked', 'blocked by the caller'])
+def stop_signal_mask(request):
+    """The suite started with SIGTERM unblocked, or blocked by whatever started it (the
+    children would inherit it blocked, and a trap never runs); the caller's mask after."""
+    block = request.param != 'unblocked'
+    before = signal.pthread_sigmask(signal.SIG_BLOCK if block else signal.SIG_UNBLOCK,
+                                    {signal.SIGTERM})
+    yield
+    assert (signal.SIGTERM in signal.pthread_sigmask(signal.SIG_SETMASK, before)) is block
+
+
+def test_sigterm_reaches_the_training_and_stops_the_suite(tmp_path, monkeypatch,
+                                                         stop_signal_mask):
     """The child traps TERM as tools/dist_train.sh does (save, exit 143); the suite stops."""
     monkeypatch.setenv('WANDB_MODE', 'disabled')
     path = tmp_path / 'stop.py'
