@@ -11,26 +11,17 @@ the same array on this machine through submitit's local executor.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shlex
-import signal
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import submitit
-from submitit.core.job_environment import JobEnvironment
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.layout import SLURM_JOB_FILE, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
-from benchmark.suites.process import die_with_parent
+from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.spec import SuiteError
 
 # submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
@@ -173,120 +164,6 @@ def make_executor(folder: Path, slurm: Dict[str, Any], procs: int, name: str,
     if cluster == 'local':  # not an AutoExecutor parameter of the local executor
         executor._executor.update_parameters(signal_delay_s=params['slurm_signal_delay_s'])
     return executor
-
-
-# -- one task: a run's training and evaluations ---------------------------------------------------
-
-@dataclass
-class Step:
-    """One command of a task: 'train' or an evaluation's name, its command, its log."""
-
-    name: str
-    cmd: List[str]
-    log: str
-
-
-def _exit_status(proc: subprocess.Popen) -> Optional[int]:
-    """The exit status of `proc`, waiting for its end without reaping it (os.waitid with
-    WNOWAIT): a signal handler must not take Popen's lock, which the interrupted frame may
-    hold."""
-    if proc.returncode is not None:
-        return proc.returncode
-    try:
-        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    except ChildProcessError:  # reaped by Popen meanwhile
-        return proc.returncode
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-class RunTask(submitit.helpers.Checkpointable):
-    """A run's array task: training (if any), then its evaluations, each a child process with
-    its output appended to the run's logs.
-
-    On submitit's pre-emption signal `checkpoint` sends SIGTERM to the running child (a
-    training saves a checkpoint and exits 143), waits for its end and returns this task, with
-    the steps it finished, for submitit to requeue. The children ignore that signal: SLURM may
-    send it to every process of the task, and only this one acts on it.
-    """
-
-    def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str) -> None:
-        self.run, self.train, self.evals, self.python = run, train, evals, python
-        self.done: List[str] = []  # steps finished (kept across requeues)
-        self.diverged = False
-        self._proc: Optional[subprocess.Popen] = None  # the running child, and its step
-        self._step: Optional[Step] = None
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state.update(_proc=None, _step=None)
-        return state
-
-    def _child_setup(self) -> None:  # pragma: no cover - runs in the child before exec
-        die_with_parent()  # SIGTERM to the child when the task dies
-        sig = JobEnvironment._usr_sig()
-        signal.signal(sig, signal.SIG_IGN)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-
-    def _execute(self, step: Step) -> int:
-        Path(step.log).parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHON=self.python)
-        sig = JobEnvironment._usr_sig()
-        with open(step.log, 'a', encoding='utf-8') as handle:
-            handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
-                         f"{' '.join(shlex.quote(c) for c in step.cmd)}\n")
-            handle.flush()
-            signal.pthread_sigmask(signal.SIG_BLOCK, {sig})  # checkpoint() sees the child
-            try:
-                self._proc = subprocess.Popen(step.cmd, stdout=handle, stderr=subprocess.STDOUT,
-                                              env=env, start_new_session=True,
-                                              preexec_fn=self._child_setup)
-                self._step = step
-            finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-            try:
-                return self._proc.wait()
-            finally:
-                self._proc = self._step = None
-
-    def __call__(self) -> Dict[str, Any]:
-        """Train, then evaluate; what happened. A training that fails raises (the task fails);
-        a failed evaluation is named in the result and the others still run."""
-        if self.train and self.train.name not in self.done:
-            code = self._execute(self.train)
-            if code == DIVERGED_EXIT_CODE:
-                self.diverged = True
-            elif code == PREEMPTED_EXIT_CODE:
-                raise RuntimeError(
-                    f'run {self.run}: training stopped by a signal from outside the task '
-                    f'(exit 143) after saving a checkpoint; rerun the suite to resume it; '
-                    f'log {self.train.log}')
-            elif code != 0:
-                raise RuntimeError(f'run {self.run}: training failed (exit {code}); '
-                                   f'log {self.train.log}')
-            self.done.append(self.train.name)
-        failed = {}
-        for step in self.evals:
-            if self.diverged or step.name in self.done:
-                continue
-            if self._execute(step) == 0:
-                self.done.append(step.name)
-            else:
-                failed[step.name] = step.log
-        return dict(run=self.run, diverged=self.diverged, failed_evals=failed)
-
-    def checkpoint(self) -> submitit.helpers.DelayedSubmission:
-        """Stop the running child (SIGTERM: a training saves and exits 143), wait for its end,
-        and hand this task back to submitit for requeueing."""
-        proc, step = self._proc, self._step
-        if proc is not None:
-            if proc.returncode is None:
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)  # not Popen.send_signal: it may reap
-                except ProcessLookupError:
-                    pass
-            if _exit_status(proc) == 0 and step.name not in self.done:
-                self.done.append(step.name)
-        return super().checkpoint()
 
 
 # -- the suite's array ------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ from benchmark.names import DEFAULT_PROTOCOLS
 from benchmark.reports.records import build_record, write_record
 from benchmark.suites.plan import plan_suite
 from benchmark.suites.runner import SuiteRunner
-from benchmark.suites.slurm import (PARAMETERS, SUBMITIT_PRIVATE_API, RunTask, Step,
-                                    make_executor, run_task, time_minutes)
+from benchmark.suites.slurm import (PARAMETERS, SUBMITIT_PRIVATE_API, make_executor, run_task,
+                                    time_minutes)
+from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.spec import SLURM_KEYS, SuiteError, expand_suite
 from benchmark.suites.suite import run_suite
 from tests.conftest import ROOT

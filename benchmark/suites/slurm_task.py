@@ -1,0 +1,200 @@
+"""One SLURM array task of a suite: a run's training (if any), then its evaluations, each a
+child process with its output appended to the run's logs; stopped and requeued through
+submitit (benchmark/suites/slurm.py submits the array)."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import submitit
+from submitit.core.job_environment import JobEnvironment
+
+from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
+from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
+from benchmark.suites.process import die_with_parent
+
+
+@dataclass
+class Step:
+    """One command of a task: 'train' or an evaluation's name, its command, its log."""
+
+    name: str
+    cmd: List[str]
+    log: str
+
+
+def _exit_status(proc: subprocess.Popen) -> Optional[int]:
+    """The exit status of `proc`, waiting for its end without reaping it (os.waitid with
+    WNOWAIT): a signal handler must not take Popen's lock, which the interrupted frame may
+    hold."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # reaped by Popen meanwhile
+        return proc.returncode
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def job_state(job_id: str) -> Optional[Tuple[str, int]]:
+    """(state, restarts) of a job in SLURM (`scontrol show job`), None if it cannot be asked."""
+    try:
+        out = subprocess.run(['scontrol', 'show', 'job', '-o', job_id], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    state = re.search(r'\bJobState=(\S+)', out.stdout)
+    restarts = re.search(r'\bRestarts=(\d+)', out.stdout)
+    if out.returncode != 0 or not state:
+        return None
+    return state.group(1), int(restarts.group(1)) if restarts else 0
+
+
+class RunTask(submitit.helpers.Checkpointable):
+    """A run's array task: training (if any), then its evaluations, each a child process with
+    its output appended to the run's logs.
+
+    On submitit's pre-emption signal `checkpoint` sends SIGTERM to the running child (a
+    training saves a checkpoint and exits 143), waits for its end and returns this task, with
+    the steps it finished, for submitit to requeue. The children ignore that signal: SLURM may
+    send it to every process of the task, and only this one acts on it.
+
+    SIGTERM to the task (``scancel``, ``scontrol requeue``, a pre-emption; under
+    ``proctrack/cgroup`` SLURM sends it to the task only, which submitit alone would ignore) is
+    passed on to the running child the same way. Once the child has ended the task asks SLURM
+    what became of the job: requeued, it exits and SLURM starts it again (the training
+    resumes); pre-empted without a requeue, it requeues itself first; cancelled, it fails
+    saying so (rerunning the suite resumes the run).
+    """
+
+    def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str) -> None:
+        self.run, self.train, self.evals, self.python = run, train, evals, python
+        self.done: List[str] = []  # steps finished (kept across requeues)
+        self.diverged = False
+        self._proc: Optional[subprocess.Popen] = None  # the running child, and its step
+        self._step: Optional[Step] = None
+        self._stopped = False  # SIGTERM came to the task
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.update(_proc=None, _step=None, _stopped=False)
+        return state
+
+    def _child_setup(self) -> None:  # pragma: no cover - runs in the child before exec
+        die_with_parent()  # SIGTERM to the child when the task dies
+        sig = JobEnvironment._usr_sig()
+        signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
+
+    def _execute(self, step: Step) -> int:
+        Path(step.log).parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHON=self.python)
+        sig = JobEnvironment._usr_sig()
+        with open(step.log, 'a', encoding='utf-8') as handle:
+            handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                         f"{' '.join(shlex.quote(c) for c in step.cmd)}\n")
+            handle.flush()
+            # checkpoint() and _stop see the child: their signals wait until it is recorded
+            signal.pthread_sigmask(signal.SIG_BLOCK, {sig, signal.SIGTERM})
+            try:
+                self._proc = subprocess.Popen(step.cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                              env=env, start_new_session=True,
+                                              preexec_fn=self._child_setup)
+                self._step = step
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
+            try:
+                return self._proc.wait()
+            finally:
+                self._proc = self._step = None
+
+    def _stop(self, signum, frame) -> None:  # noqa: ARG002
+        """SIGTERM to the task: passed on to the running child (see the class)."""
+        self._stopped = True
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            try:
+                os.kill(proc.pid, signal.SIGTERM)  # not Popen.send_signal: it may reap
+            except ProcessLookupError:
+                pass
+
+    def _after_stop(self) -> None:
+        """The child ended after a SIGTERM to the task: act on what SLURM did with the job. A
+        requeue (scontrol requeue, PreemptMode=REQUEUE) counts a restart at once, while the job
+        is still COMPLETING; a job pre-empted without one is requeued here; a cancelled one
+        fails saying so."""
+        job = os.environ.get('SLURM_JOB_ID')
+        found = job_state(job) if job else None
+        state, restarts = found or ('state unknown', 0)
+        if found and restarts > int(os.environ.get('SLURM_RESTART_COUNT') or 0):
+            print(f'run {self.run}: SIGTERM, job {job} requeued by SLURM; it resumes when SLURM '
+                  'starts it again', flush=True)
+            raise SystemExit(PREEMPTED_EXIT_CODE)  # no result: submitit sees a requeued task
+        if state == 'PREEMPTED':
+            done = subprocess.run(['scontrol', 'requeue', job], capture_output=True, text=True,
+                                  timeout=60)
+            if done.returncode == 0:
+                print(f'run {self.run}: SIGTERM, job {job} pre-empted: requeued it', flush=True)
+                raise SystemExit(PREEMPTED_EXIT_CODE)
+        raise RuntimeError(
+            f'run {self.run}: stopped by SIGTERM (job {job or "?"} {state}) after its training '
+            f'saved a checkpoint; rerun the suite to resume it')
+
+    def __call__(self) -> Dict[str, Any]:
+        """Train, then evaluate; what happened. A training that fails raises (the task fails);
+        a failed evaluation is named in the result and the others still run."""
+        previous = signal.signal(signal.SIGTERM, self._stop)  # in place of submitit's bypass
+        try:
+            return self._steps()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _steps(self) -> Dict[str, Any]:
+        if self.train and self.train.name not in self.done:
+            code = self._execute(self.train)
+            if self._stopped:
+                self._after_stop()
+            if code == DIVERGED_EXIT_CODE:
+                self.diverged = True
+            elif code == PREEMPTED_EXIT_CODE:
+                raise RuntimeError(
+                    f'run {self.run}: training stopped by a signal from outside the task '
+                    f'(exit 143) after saving a checkpoint; rerun the suite to resume it; '
+                    f'log {self.train.log}')
+            elif code != 0:
+                raise RuntimeError(f'run {self.run}: training failed (exit {code}); '
+                                   f'log {self.train.log}')
+            self.done.append(self.train.name)
+        failed = {}
+        for step in self.evals:
+            if self.diverged or step.name in self.done:
+                continue
+            code = self._execute(step)
+            if self._stopped:
+                self._after_stop()
+            if code == 0:
+                self.done.append(step.name)
+            else:
+                failed[step.name] = step.log
+        return dict(run=self.run, diverged=self.diverged, failed_evals=failed)
+
+    def checkpoint(self) -> submitit.helpers.DelayedSubmission:
+        """Stop the running child (SIGTERM: a training saves and exits 143), wait for its end,
+        and hand this task back to submitit for requeueing."""
+        proc, step = self._proc, self._step
+        if proc is not None:
+            if proc.returncode is None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)  # not Popen.send_signal: it may reap
+                except ProcessLookupError:
+                    pass
+            if _exit_status(proc) == 0 and step.name not in self.done:
+                self.done.append(step.name)
+        return super().checkpoint()
