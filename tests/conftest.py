@@ -107,6 +107,42 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
                       f'(was {sorted(map(int, before))}); put back')
 
 
+REQUIRE_SLURM = 'REQUIRE_SLURM'  # =1 (CI): a `slurm` test without a reachable SLURM fails
+
+
+def slurm_unreachable() -> Optional[str]:
+    """Why no SLURM answers here (None if one does): `sinfo` through SLURM_CONF or the
+    default config must list a node of the partition `debug`."""
+    import shutil
+    import subprocess
+    if shutil.which('sinfo') is None:
+        return 'sinfo is not installed'
+    try:
+        proc = subprocess.run(['sinfo', '-h', '-p', 'debug', '-o', '%T'], capture_output=True,
+                              text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return 'sinfo did not answer within 20 s'
+    if proc.returncode != 0 or not proc.stdout.split():
+        lines = (proc.stderr or proc.stdout or 'no partition debug').strip().splitlines()
+        last = lines[-1] if lines else 'no partition debug'
+        return last if last.startswith('sinfo:') else f'sinfo: {last}'
+    return None
+
+
+@pytest.fixture(scope='session')
+def real_slurm() -> None:
+    """A SLURM that answers here (tools/slurm_cluster.sh up; SLURM_CONF exported), else the
+    test is skipped with one line saying why, or fails where REQUIRE_SLURM=1 (CI)."""
+    why = slurm_unreachable()
+    if why is None:
+        return
+    line = (f'no SLURM reachable ({why}); start one as root with tools/slurm_cluster.sh up '
+            f'and export SLURM_CONF as it says')
+    if os.environ.get(REQUIRE_SLURM) == '1':
+        pytest.fail(f'{line} ({REQUIRE_SLURM}=1)', pytrace=False)
+    pytest.skip(line)
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as sock:

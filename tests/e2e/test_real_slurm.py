@@ -1,0 +1,110 @@
+"""End to end on a real SLURM (tools/slurm_cluster.sh; marked `slurm`, skipped saying why when
+none answers): a one-run suite submitted with ``--launcher slurm`` goes through sbatch as a job
+array. In the middle of its training the job gets SLURM's time-limit warning (USR2, sent with
+``scancel --signal``, as SLURM sends it ``signal_delay_s`` before the limit): the task stops the
+training, which saves and exits 143, submitit requeues the job through ``scontrol requeue``,
+SLURM starts it again, the training resumes and ends with the weights of the uninterrupted run
+(tests/e2e/conftest.py's, one process), bit for bit, and the run has exactly one record.
+The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any machine."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import benchmark.components  # noqa: F401
+from benchmark.harness.faults.runs import differing, load_weights
+from benchmark.suites.spec import expand_suite
+from tests.conftest import ROOT
+from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, wait_for
+
+pytestmark = pytest.mark.slurm
+
+AT = 11  # epoch 2, batch 3 of 8
+SUITE = """
+configs = [{config!r}]
+seeds = [0]
+procs = 1
+slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1)
+"""
+
+
+def queued(name: str) -> list:
+    """The ids of the queued or running jobs named `name` (squeue)."""
+    out = subprocess.run(['squeue', '-h', '-n', name, '-o', '%i'], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    return out.split()
+
+
+def submit_paused(tmp_path, tiny_data, monkeypatch):
+    """Submit the one-run suite (its run pausing at iteration AT); the command, its process,
+    the run's work dir and the job id once the run is at AT."""
+    config, flag = paused_config(tmp_path, tiny_data, AT)
+    monkeypatch.syspath_prepend(str(tmp_path))  # expand_suite checks the config's imports
+    suite_file = tmp_path / 'realslurm.py'
+    suite_file.write_text(SUITE.format(config=config))
+    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
+    cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
+           '--launcher', 'slurm', '--wait']
+    run = expand_suite(str(suite_file), work_root=str(tmp_path / 'work_dirs')).runs[0]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: os.path.exists(f'{flag}.0'), 900, f'iteration {AT} of the run', proc)
+        jobs = queued('realslurm')
+        assert len(jobs) == 1, jobs
+    except BaseException:
+        proc.kill()
+        raise
+    return cmd, env, proc, Path(run.work_dir), jobs[0]
+
+
+def finish(proc) -> str:
+    """What the suite printed, once it has ended (its jobs cancelled if it has not)."""
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job in queued('realslurm'):
+            subprocess.run(['scancel', job], timeout=30)
+    return out
+
+
+@pytest.mark.parametrize('stop', [['scancel', '--signal=USR2'], ['scontrol', 'requeue']],
+                         ids=['time-limit-warning', 'requeue'])
+def test_a_stopped_job_saves_is_requeued_and_resumes_bit_identical(
+        real_slurm, tmp_path, tiny_data, reference_1p, monkeypatch, stop):
+    """USR2, as SLURM sends it `signal_delay_s` before the time limit (submitit checkpoints the
+    task and requeues the job), or `scontrol requeue`, as PreemptMode=REQUEUE does (SLURM sends
+    SIGTERM to the task only, under cgroup tracking; the task passes it on)."""
+    cmd, env, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
+    subprocess.run([*stop, job], check=True, timeout=30)
+    out = finish(proc)
+    assert proc.returncode == 0, out[-3000:]
+    train_log = (work / 'suite_train.log').read_text()
+    assert train_log.count('\n==== ') == 2 and 'exiting with 143' in train_log, train_log[-3000:]
+    assert f'iter_{AT}.pth after iteration {AT}' in train_log, train_log[-3000:]
+    assert f'resumed epoch: {AT // STEPS[1]}, iter: {AT}' in train_log
+    job_logs = ''.join(p.read_text() for p in (work.parent / 'submitit').glob('*/*_log.*'))
+    if stop[0] == 'scancel':
+        assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
+    else:
+        assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs
+    assert len(list((tmp_path / 'results/suites/realslurm/runs').glob('*.json'))) == 1
+    final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
+    assert differing(reference_1p.weights, final) == []
+
+
+def test_a_cancelled_job_saves_and_says_how_to_resume(real_slurm, tmp_path, tiny_data,
+                                                     monkeypatch):
+    """scancel (SIGTERM to the task only, under cgroup tracking): the training saves at the
+    signal and the suite says the run was stopped; rerunning it resumes (as above)."""
+    cmd, env, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
+    subprocess.run(['scancel', job], check=True, timeout=30)
+    out = finish(proc)
+    train_log = (work / 'suite_train.log').read_text()
+    assert f'iter_{AT}.pth after iteration {AT}' in train_log, train_log[-3000:]
+    assert (work / f'iter_{AT}.pth').exists()
+    assert 'stopped by SIGTERM' in out and 'rerun the suite to resume it' in out, out[-3000:]

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A single-node SLURM on this machine, to run the tests marked `slurm` against a real scheduler.
+#   tools/slurm_cluster.sh up [cgroup|linuxproc]   start it (as root); prints the export to use
+#   tools/slurm_cluster.sh down                    stop what `up` started, nothing else
+#   tools/slurm_cluster.sh env                     the export line of a cluster that is up
+# Installs Debian's slurmctld, slurmd, slurm-client and munge when they are missing. Everything
+# it writes is under SLURM_CLUSTER_DIR (default /var/tmp/mixco-slurm): its own munge key and
+# socket, slurm.conf and cgroup.conf, state, logs and pid files; a system-wide SLURM or munge is
+# left alone (other ports, other socket). Point the SLURM commands at it with
+#   export SLURM_CONF=$SLURM_CLUSTER_DIR/slurm.conf
+# Process tracking: proctrack/cgroup (the common setting on clusters: on scancel or pre-emption
+# SLURM signals only the processes directly under the job step) or proctrack/linuxproc (the
+# whole process tree). A partition `debug`; short scheduler and credential intervals so a
+# requeued job restarts within seconds rather than minutes.
+set -euo pipefail
+DIR=${SLURM_CLUSTER_DIR:-/var/tmp/mixco-slurm}
+CTLD_PORT=${SLURM_CLUSTER_PORT:-6917}
+CONF="$DIR/slurm.conf"
+
+die() { echo "error: $*" >&2; exit 1; }
+
+stop() {  # stop the daemons this script started (their pid files under $DIR), newest first
+  local name pid
+  for name in slurmd slurmctld munged; do
+    [ -s "$DIR/$name.pid" ] || continue
+    pid=$(cat "$DIR/$name.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    fi
+    rm -f "$DIR/$name.pid"
+  done
+}
+
+install() {
+  command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
+    && command -v munged >/dev/null && return
+  [ "$(id -u)" = 0 ] || die "SLURM is not installed; run this as root to install it"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurmctld slurmd slurm-client munge \
+    >"$DIR/install.log" 2>&1 || die "apt-get install of SLURM failed; see $DIR/install.log"
+}
+
+write_config() {  # $1: cgroup or linuxproc
+  local host cpus mem
+  host=$(hostname -s)
+  cpus=$(nproc --all)
+  mem=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
+  cat >"$CONF" <<EOF
+ClusterName=mixco-test
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=30
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/slurmctld.log
+SlurmdLogFile=$DIR/slurmd.log
+ProctrackType=proctrack/$1
+TaskPlugin=task/none
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+KillWait=10
+MinJobAge=300
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+  cat >"$DIR/cgroup.conf" <<EOF
+CgroupPlugin=autodetect
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainCores=no
+ConstrainRAMSpace=no
+EOF
+}
+
+up() {
+  local mode=${1:-cgroup}
+  case "$mode" in cgroup|linuxproc) ;; *) die "tracking must be cgroup or linuxproc, got '$mode'";; esac
+  [ "$(id -u)" = 0 ] || die "a SLURM cluster is started as root (its daemons run as root)"
+  mkdir -p "$DIR"
+  install
+  stop
+  mkdir -p "$DIR/munge" "$DIR/state" "$DIR/spool"
+  chmod 700 "$DIR/munge"
+  if [ ! -s "$DIR/munge/munge.key" ]; then
+    dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none
+    chmod 400 "$DIR/munge/munge.key"
+  fi
+  write_config "$mode"
+  munged --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket" \
+    --pid-file="$DIR/munged.pid" --log-file="$DIR/munged.log" --seed-file="$DIR/munge/seed" \
+    || die "munged did not start; see $DIR/munged.log"
+  slurmctld -f "$CONF" -c || die "slurmctld did not start; see $DIR/slurmctld.log"
+  slurmd -f "$CONF" || die "slurmd did not start; see $DIR/slurmd.log"
+  for _ in $(seq 150); do
+    if SLURM_CONF="$CONF" sinfo -h -o '%T' 2>/dev/null | grep -qx 'idle'; then
+      echo "SLURM up ($mode tracking, partition debug); use: export SLURM_CONF=$CONF"
+      return
+    fi
+    sleep 0.2
+  done
+  SLURM_CONF="$CONF" sinfo >&2 || true
+  die "the SLURM node did not become idle within 30 s; see $DIR/slurmctld.log and $DIR/slurmd.log"
+}
+
+case "${1:-}" in
+  up) up "${2:-cgroup}" ;;
+  down) stop; echo "SLURM down" ;;
+  env)
+    [ -s "$DIR/slurmctld.pid" ] || die "no cluster is up in $DIR; start one with: $0 up"
+    echo "export SLURM_CONF=$CONF" ;;
+  *) echo "usage: $0 up [cgroup|linuxproc] | down | env" >&2; exit 2 ;;
+esac
