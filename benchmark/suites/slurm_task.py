@@ -111,13 +111,15 @@ class RunTask(submitit.helpers.Checkpointable):
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
             try:
-                return self._proc.wait()
+                code = self._proc.wait()
             finally:
                 self._proc = self._step = None
+        if self._stopped:
+            self._after_stop()
+        return code
 
-    def _stop(self, signum, frame) -> None:  # noqa: ARG002
-        """SIGTERM to the task: passed on to the running child (see the class)."""
-        self._stopped = True
+    def _terminate_child(self) -> None:
+        """SIGTERM to the running child, if any (a training saves and exits 143)."""
         proc = self._proc
         if proc is not None and proc.returncode is None:
             try:
@@ -125,8 +127,14 @@ class RunTask(submitit.helpers.Checkpointable):
             except ProcessLookupError:
                 pass
 
+    def _stop(self, signum, frame) -> None:  # noqa: ARG002
+        """SIGTERM to the task: passed on to the running child (see the class)."""
+        self._stopped = True
+        self._terminate_child()
+
     def _after_stop(self) -> None:
-        """The child ended after a SIGTERM to the task: act on what SLURM did with the job. A
+        """The child ended after a SIGTERM to the task: act on what SLURM did with the job (this
+        raises: nothing more runs in this task). A
         requeue (scontrol requeue, PreemptMode=REQUEUE) counts a restart at once, while the job
         is still COMPLETING; a job pre-empted without one is requeued here; a cancelled one
         fails saying so."""
@@ -159,8 +167,6 @@ class RunTask(submitit.helpers.Checkpointable):
     def _steps(self) -> Dict[str, Any]:
         if self.train and self.train.name not in self.done:
             code = self._execute(self.train)
-            if self._stopped:
-                self._after_stop()
             if code == DIVERGED_EXIT_CODE:
                 self.diverged = True
             elif code == PREEMPTED_EXIT_CODE:
@@ -176,10 +182,7 @@ class RunTask(submitit.helpers.Checkpointable):
         for step in self.evals:
             if self.diverged or step.name in self.done:
                 continue
-            code = self._execute(step)
-            if self._stopped:
-                self._after_stop()
-            if code == 0:
+            if self._execute(step) == 0:
                 self.done.append(step.name)
             else:
                 failed[step.name] = step.log
@@ -190,11 +193,7 @@ class RunTask(submitit.helpers.Checkpointable):
         and hand this task back to submitit for requeueing."""
         proc, step = self._proc, self._step
         if proc is not None:
-            if proc.returncode is None:
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)  # not Popen.send_signal: it may reap
-                except ProcessLookupError:
-                    pass
+            self._terminate_child()
             if _exit_status(proc) == 0 and step.name not in self.done:
                 self.done.append(step.name)
         return super().checkpoint()
