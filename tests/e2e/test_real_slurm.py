@@ -9,6 +9,7 @@ The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any ma
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -38,11 +39,13 @@ def queued(name: str) -> list:
 
 
 def submit_paused(tmp_path, tiny_data, monkeypatch):
-    """Submit the one-run suite (its run pausing at iteration AT); the command, its process,
-    the run's work dir and the job id once the run is at AT."""
+    """Submit the one-run suite (its run pausing at iteration AT), named for this test alone
+    (tests running at once each see their own job); its name, its process, the run's work dir
+    and the job id once the run is at AT."""
     config, flag = paused_config(tmp_path, tiny_data, AT)
     monkeypatch.syspath_prepend(str(tmp_path))  # expand_suite checks the config's imports
-    suite_file = tmp_path / 'realslurm.py'
+    name = f'realslurm_{uuid.uuid4().hex[:8]}'
+    suite_file = tmp_path / f'{name}.py'
     suite_file.write_text(SUITE.format(config=config))
     env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
     cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
@@ -52,22 +55,22 @@ def submit_paused(tmp_path, tiny_data, monkeypatch):
                             stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: os.path.exists(f'{flag}.0'), 900, f'iteration {AT} of the run', proc)
-        jobs = queued('realslurm')
+        jobs = queued(name)
         assert len(jobs) == 1, jobs
     except BaseException:
         proc.kill()
         raise
-    return cmd, env, proc, Path(run.work_dir), jobs[0]
+    return name, proc, Path(run.work_dir), jobs[0]
 
 
-def finish(proc) -> str:
+def finish(name, proc) -> str:
     """What the suite printed, once it has ended (its jobs cancelled if it has not)."""
     try:
         out, _ = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
-        for job in queued('realslurm'):
+        for job in queued(name):
             subprocess.run(['scancel', job], timeout=30)
     return out
 
@@ -79,9 +82,9 @@ def test_a_stopped_job_saves_is_requeued_and_resumes_bit_identical(
     """USR2, as SLURM sends it `signal_delay_s` before the time limit (submitit checkpoints the
     task and requeues the job), or `scontrol requeue`, as PreemptMode=REQUEUE does (SLURM sends
     SIGTERM to the task only, under cgroup tracking; the task passes it on)."""
-    cmd, env, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
+    name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
     subprocess.run([*stop, job], check=True, timeout=30)
-    out = finish(proc)
+    out = finish(name, proc)
     assert proc.returncode == 0, out[-3000:]
     train_log = (work / 'suite_train.log').read_text()
     assert train_log.count('\n==== ') == 2 and 'exiting with 143' in train_log, train_log[-3000:]
@@ -92,7 +95,7 @@ def test_a_stopped_job_saves_is_requeued_and_resumes_bit_identical(
         assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
     else:
         assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs
-    assert len(list((tmp_path / 'results/suites/realslurm/runs').glob('*.json'))) == 1
+    assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
     final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
     assert differing(reference_1p.weights, final) == []
 
@@ -101,9 +104,9 @@ def test_a_cancelled_job_saves_and_says_how_to_resume(real_slurm, tmp_path, tiny
                                                      monkeypatch):
     """scancel (SIGTERM to the task only, under cgroup tracking): the training saves at the
     signal and the suite says the run was stopped; rerunning it resumes (as above)."""
-    cmd, env, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
+    name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
     subprocess.run(['scancel', job], check=True, timeout=30)
-    out = finish(proc)
+    out = finish(name, proc)
     train_log = (work / 'suite_train.log').read_text()
     assert f'iter_{AT}.pth after iteration {AT}' in train_log, train_log[-3000:]
     assert (work / f'iter_{AT}.pth').exists()
