@@ -49,6 +49,7 @@ SUITE_RUN_FILE = 'suite_run.json'  # in a run's work dir: the config hash it was
 SUITE_TRAIN_LOG = 'suite_train.log'  # in a run's work dir: training output, every attempt
 SUITE_EVAL_LOG = 'suite_eval_{}.log'  # in a run's work dir: one evaluation's output
 SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: its array task's SLURM job id
+SLURM_SUBMITTING_FILE = 'slurm_submitting'  # in a run's work dir: a submission not yet recorded
 SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
 
 

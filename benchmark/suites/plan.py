@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os.path as osp
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
@@ -17,8 +16,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.checkpoints import checkpoint_candidates
 from benchmark.suites.spec import Evaluation, Run, Suite, SuiteError
-from benchmark.layout import SLURM_JOB_FILE, SUITE_RUN_FILE, epoch_checkpoint
+from benchmark.layout import SUITE_RUN_FILE, epoch_checkpoint
 from benchmark.names import canonical_data
+from benchmark.suites.slurm_queue import queued_job
 
 # Training: 'done' (records or final checkpoint), 'diverged' (a diverged record: nothing more
 # to do), 'queued' (its SLURM job is pending or running), 'resume', 'start'.
@@ -71,24 +71,6 @@ def evaluation_done(records: List[dict], evaluation: Evaluation, pretrain_data: 
                and set(evaluation.protocols) <= set(r['protocols']) for r in records)
 
 
-def read_job(work_dir: str) -> Optional[str]:
-    """The SLURM job id the suite last submitted for this work dir, if any."""
-    path = Path(work_dir) / SLURM_JOB_FILE
-    if not path.is_file():
-        return None
-    return path.read_text().strip() or None
-
-
-def squeue_alive(job: str) -> bool:
-    """The SLURM job is pending, running or completing (squeue still lists it)."""
-    try:
-        out = subprocess.run(['squeue', '-h', '-j', job, '-o', '%T'], capture_output=True,
-                             text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
-
-
 def check_work_dir(run: Run) -> None:
     """Refuse a work dir whose checkpoints come from another config or another number of
     processes per run (a resume would mix them)."""
@@ -121,8 +103,13 @@ def mark_work_dir(run: Run) -> None:
 
 
 def plan_run(run: Run, suite: Suite, records: Records,
-             job_alive: Callable[[str], bool] = squeue_alive) -> RunPlan:
-    """The decisions for one run from its records, its work dir and its SLURM job."""
+             queued: Callable[[str, str], Optional[str]] = queued_job) -> RunPlan:
+    """The decisions for one run from its records, its work dir and its SLURM job
+    (`queued(work dir, suite name)`: the job it waits for, or None).
+
+    Raises:
+        SuiteError: A work dir of another setting, or squeue failing (`slurm_queue`).
+    """
     check_work_dir(run)
     mine = run_records(records, run)
     extra = [e for e in suite.evaluations if not e.is_default]
@@ -134,8 +121,11 @@ def plan_run(run: Run, suite: Suite, records: Records,
     else:
         trained = osp.isfile(epoch_checkpoint(run.work_dir, run.max_epochs))
     evals = {e.name: 'done' if evaluation_done(mine, e, data) else 'todo' for e in extra}
-    job = read_job(run.work_dir)
-    if job and (not trained or 'todo' in evals.values()) and job_alive(job):
+    try:
+        job = queued(run.work_dir, suite.name) if not trained or 'todo' in evals.values() else None
+    except SuiteError as err:  # squeue failing: unknown, never "not queued"
+        raise SuiteError(f'run {run.name}: {err}') from None
+    if job:
         return RunPlan(run, 'done' if trained else 'queued',
                        {k: 'queued' if v == 'todo' else v for k, v in evals.items()}, job=job)
     if trained:
@@ -151,10 +141,10 @@ def _default(suite: Suite) -> tuple:
 
 
 def plan_suite(suite: Suite, records: Iterable[dict],
-               job_alive: Callable[[str], bool] = squeue_alive) -> List[RunPlan]:
+               queued: Callable[[str, str], Optional[str]] = queued_job) -> List[RunPlan]:
     """The decisions for every run of the suite."""
     index = index_records(records)
-    return [plan_run(run, suite, index, job_alive) for run in suite.runs]
+    return [plan_run(run, suite, index, queued) for run in suite.runs]
 
 
 def describe_plan(plan: RunPlan) -> str:

@@ -17,10 +17,11 @@ from typing import Any, Dict, List, Tuple
 
 import submitit
 
-from benchmark.atomic_io import atomic_write_text
-from benchmark.layout import SLURM_JOB_FILE, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
+from benchmark.layout import SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
+from benchmark.suites.claim import RunClaim
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
+from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job
 from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.spec import SuiteError
 
@@ -224,13 +225,41 @@ def _finished(runner, index: int, plan: RunPlan, job) -> Outcome:
                    job=job.job_id)
 
 
+def _claim(runner, todo: List[Tuple[int, RunPlan]], outcomes: Dict[int, Outcome],
+           claims: List[RunClaim]) -> List[Tuple[int, RunPlan]]:
+    """Claim each run with work (the claims go into `claims`) and plan it again under its
+    claim: another launch may have submitted it meanwhile. The runs still to submit; the others
+    get their outcome (another launch holds the run, or it is queued or done now)."""
+    mine = []
+    for index, plan in todo:
+        Path(plan.run.work_dir).mkdir(parents=True, exist_ok=True)
+        claim = RunClaim(plan.run.work_dir)
+        holder = claim.take()
+        if holder is not None:
+            runner.out(f'[{index}/{runner.total}] {plan.run.name}: {holder}; not submitted here')
+            outcomes[index] = Outcome(plan.run, 'queued')
+            continue
+        claims.append(claim)
+        plan = runner.replan(plan)
+        if plan.has_work:
+            mine.append((index, plan))
+        else:
+            outcomes[index] = _skip(runner, index, plan)
+    return mine
+
+
 def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
     """Submit the plans that have work as one job array (one task per run), record each task's
     job id in its run's work dir, and, with ``runner.wait`` (or cluster 'local'), wait for the
     array and report each task; the outcomes of all plans in order.
 
+    Each run is claimed (`benchmark.suites.claim`) and planned again before it is submitted,
+    and noted as being submitted until its job id is recorded (`slurm_queue`), so two launches
+    on the same roots submit it once.
+
     Raises:
-        SuiteError: Bad slurm keys or no SLURM here, before anything is submitted.
+        SuiteError: Bad slurm keys or no SLURM here, or squeue failing, before anything is
+            submitted.
     """
     todo = [(i, plan) for i, plan in enumerate(plans, 1) if plan.has_work]
     outcomes: Dict[int, Outcome] = {}
@@ -241,12 +270,31 @@ def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
     for index, plan in enumerate(plans, 1):
         if not plan.has_work:
             outcomes[index] = _skip(runner, index, plan)
-    if not todo:
-        return [outcomes[i] for i in sorted(outcomes)]
+    claims: List[RunClaim] = []
+    jobs: list = []
+    try:
+        todo = _claim(runner, todo, outcomes, claims)
+        if todo:
+            jobs = _submit(runner, plans, todo, executor, outcomes)
+    finally:
+        for claim in claims:
+            claim.give_up()
+    if jobs and (executor.cluster == 'local' or runner.wait):
+        runner.out(f'waiting for {len(jobs)} task(s)')
+        for (index, plan), job in zip(todo, jobs):
+            outcomes[index] = _finished(runner, index, plan, job)
+    return [outcomes[i] for i in sorted(outcomes)]
+
+
+def _submit(runner, plans: List[RunPlan], todo: List[Tuple[int, RunPlan]], executor,
+            outcomes: Dict[int, Outcome]) -> list:
+    """Submit the claimed runs as one array; their outcomes; the jobs ([] if refused)."""
     local = executor.cluster == 'local'
     tasks = []
     for _, plan in todo:
         mark_work_dir(plan.run)
+        if not local:  # until its job id is recorded, a second launch sees it as queued
+            note_submitting(plan.run.work_dir, runner.suite.name)
         tasks.append(run_task(runner, plan))
     try:
         with submitit.helpers.environment_variables(PYTHONPATH=import_path()):
@@ -255,23 +303,20 @@ def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
         lines = [line for line in str(err).splitlines() if line.strip()]
         runner.out(f"submission failed: {lines[-1] if lines else type(err).__name__}")
         for index, plan in todo:
+            drop_submitting(plan.run.work_dir)
             outcomes[index] = Outcome(plan.run, 'failed', ok=False,
                                       log=str(submitit_folder(runner, plans).parent))
-        return [outcomes[i] for i in sorted(outcomes)]
+        return []
     where = 'this machine' if local else 'SLURM'
     runner.out(f'submitted {len(jobs)} task(s) to {where} through submitit '
                f"({'job ' + jobs[0].job_id.split('_')[0] if not local else 'local jobs'}); "
                f'its files in {jobs[0].paths.folder.parent}')
     for (index, plan), job in zip(todo, jobs):
         if not local:  # the planner asks squeue about it
-            atomic_write_text(str(Path(plan.run.work_dir) / SLURM_JOB_FILE), job.job_id + '\n')
+            record_job(plan.run.work_dir, job.job_id)
         what = {'resume': 'resume', 'start': 'start'}.get(plan.train, 'evaluations')
         runner.out(f'[{index}/{runner.total}] {plan.run.name}: submitted as task {job.job_id} '
                    f'({what}); log {job.paths.stdout}')
         outcomes[index] = Outcome(plan.run, 'submitted', log=str(job.paths.stdout),
                                   job=job.job_id)
-    if local or runner.wait:
-        runner.out(f'waiting for {len(jobs)} task(s)')
-        for (index, plan), job in zip(todo, jobs):
-            outcomes[index] = _finished(runner, index, plan, job)
-    return [outcomes[i] for i in sorted(outcomes)]
+    return jobs

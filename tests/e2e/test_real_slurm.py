@@ -32,8 +32,8 @@ slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1
 
 
 def queued(name: str) -> list:
-    """The ids of the queued or running jobs named `name` (squeue)."""
-    out = subprocess.run(['squeue', '-h', '-n', name, '-o', '%i'], capture_output=True,
+    """The ids of the queued or running jobs named `name`, one per array task (squeue)."""
+    out = subprocess.run(['squeue', '-h', '-r', '-n', name, '-o', '%i'], capture_output=True,
                          text=True, timeout=30, check=True).stdout
     return out.split()
 
@@ -111,3 +111,46 @@ def test_a_cancelled_job_saves_and_says_how_to_resume(real_slurm, tmp_path, tiny
     assert f'iter_{AT}.pth after iteration {AT}' in train_log, train_log[-3000:]
     assert (work / f'iter_{AT}.pth').exists()
     assert 'stopped by SIGTERM' in out and 'rerun the suite to resume it' in out, out[-3000:]
+
+
+def test_two_launches_at_once_submit_each_run_once(real_slurm, tmp_path):
+    """Two launches of a two-run suite started together, with a controller slow to answer
+    sbatch (a wrapper waits 2 s before the real one): two tasks in SLURM, one per run, each
+    run's job id recorded; a third launch finds both queued and submits nothing. The jobs are
+    held (sbatch --hold), so nothing trains."""
+    name = f'realslurm_{uuid.uuid4().hex[:8]}'
+    suite_file = tmp_path / f'{name}.py'
+    suite_file.write_text(
+        "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0, 1]\nprocs = 1\n"
+        "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
+        "extra=dict(hold=True))\n")
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    sbatch = subprocess.run(['bash', '-c', 'command -v sbatch'], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    (bin_dir / 'sbatch').write_text(f'#!/bin/bash\necho "$$" >> {tmp_path}/sbatch.calls\n'
+                                    f'sleep 2\nexec {sbatch} "$@"\n')
+    (bin_dir / 'sbatch').chmod(0o755)
+    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable,
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
+           '--launcher', 'slurm']
+    try:
+        launches = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+        outs = [proc.communicate(timeout=300)[0] for proc in launches]
+        assert [proc.returncode for proc in launches] == [0, 0], outs
+        tasks = queued(name)
+        assert len(tasks) == 2, (tasks, outs)
+        works = sorted((tmp_path / f'work_dirs/suites/{name}').glob('mocov2_r18_digits-s*'))
+        recorded = sorted((w / 'slurm_job_id').read_text().strip() for w in works)
+        assert recorded == sorted(tasks), (recorded, tasks, outs)
+        assert not list(tmp_path.glob('work_dirs/suites/*/*/slurm_submitting'))
+        third = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=300)
+        assert third.returncode == 0 and third.stdout.count(': queued (SLURM job ') == 2, \
+            third.stdout
+        assert len((tmp_path / 'sbatch.calls').read_text().split()) in (1, 2)
+    finally:
+        for job in queued(name):
+            subprocess.run(['scancel', job], timeout=30)

@@ -92,10 +92,10 @@ def test_queued_slurm_job_waits(suite):
     Path(run.work_dir).mkdir(parents=True)
     (Path(run.work_dir) / SLURM_JOB_FILE).write_text('4242\n')
     asked = []
-    plan = plan_run(run, suite, {}, job_alive=lambda job: asked.append(job) or True)
-    assert (plan.train, plan.job, asked) == ('queued', '4242', ['4242'])
+    plan = plan_run(run, suite, {}, queued=lambda work, name: asked.append((work, name)) or '42')
+    assert (plan.train, plan.job, asked) == ('queued', '42', [(run.work_dir, suite.name)])
     assert plan.evals == {'linear_paper': 'queued', 'knn@digits': 'queued'}
-    assert plan_run(run, suite, {}, job_alive=lambda job: False).train == 'start'
+    assert plan_run(run, suite, {}, queued=lambda work, name: None).train == 'start'
 
 
 def test_work_dir_of_another_config_is_refused(suite):

@@ -4,7 +4,6 @@ job ids the planner reads back, bad keys refused before anything is submitted, a
 requeued through submitit's local executor (real processes, stand-in commands)."""
 import os
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -27,47 +26,13 @@ from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.spec import SLURM_KEYS, SuiteError, expand_suite
 from benchmark.suites.suite import run_suite
 from tests.conftest import ROOT
+from tests.suites.conftest import calls
 
 SLURM_SUITE = ("configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']\n"
                "seeds = [0]\nprocs = 2\nevaluations = ['default', 'linear_paper']\n"
                "slurm = dict(time='1:00:00', cpus_per_task=6, mem='32G', account='proj', "
                "qos='high', constraint='a100', array_parallelism=1, "
                "extra=dict(mail_type='END'))\n")
-STUB = '#!/usr/bin/env bash\nprintf "%s\\n" "$(basename "$0") $*" >> "$STUB_LOG"\n'
-
-
-@pytest.fixture
-def stubs(tmp_path, monkeypatch):
-    """sbatch answers 'Submitted batch job 4241', 4242, ... and keeps a copy of each script
-    (or refuses with $SBATCH_REFUSES);
-    squeue lists a job while $SQUEUE_STATE is set; srun (which submitit looks for) only
-    records. Every call lands in $STUB_LOG."""
-    bin_dir = tmp_path / 'bin'
-    bin_dir.mkdir()
-    (bin_dir / 'sbatch').write_text(
-        STUB + 'if [ -n "${SBATCH_REFUSES:-}" ]; then echo "sbatch: error: $SBATCH_REFUSES" >&2; '
-        'exit 1; fi\n'
-        'n=$(grep -c ^sbatch "$STUB_LOG")\ncp "$1" "$STUB_LOG.script$n"\n'
-        'echo "Submitted batch job $((4240 + n))"\n')
-    (bin_dir / 'squeue').write_text(STUB + '[ -n "${SQUEUE_STATE:-}" ] && echo "$SQUEUE_STATE"\n'
-                                    'exit 0\n')
-    (bin_dir / 'srun').write_text(STUB)
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    log = tmp_path / 'calls.log'
-    monkeypatch.setenv('PATH', f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv('STUB_LOG', str(log))
-    monkeypatch.setenv('WANDB_MODE', 'disabled')
-    monkeypatch.delenv('SQUEUE_STATE', raising=False)
-    monkeypatch.delenv('SBATCH_REFUSES', raising=False)
-    return log
-
-
-def calls(log: Path, tool: str):
-    return [shlex.split(line)[1:] for line in log.read_text().splitlines()
-            if line.split()[0] == tool] if log.exists() else []
-
-
 class Printed:
     """Stands in for print: keeps the lines."""
 
@@ -150,7 +115,7 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     # Each task's pickle: the run's training (--resume: a requeued task continues), then its
     # evaluation, as the runner builds them.
     runner = SuiteRunner(suite, launcher='slurm', partition='gpu')
-    fresh = plan_suite(suite, [], job_alive=lambda job: False)
+    fresh = plan_suite(suite, [], queued=lambda work, name: None)
     for index, plan in enumerate(fresh):
         task = submitit.helpers.DelayedSubmission.load(
             folder / f'4241_{index}' / f'4241_{index}_submitted.pkl').function
@@ -338,7 +303,7 @@ def test_task_failures(tmp_path):
 def test_run_task_of_a_trained_run_only_evaluates(suite_from_text):
     suite = suite_from_text("configs = ['configs/mocov2_r18_digits.py']\n"
                             "evaluations = ['default', 'linear_paper', 'knn']\n", 's.py')
-    plan = plan_suite(suite, [], job_alive=lambda job: False)[0]
+    plan = plan_suite(suite, [], queued=lambda work, name: None)[0]
     plan.train, plan.evals = 'done', {'linear_paper': 'done', 'knn': 'todo'}
     runner = SuiteRunner(suite, launcher='slurm', partition='gpu')
     task = run_task(runner, plan)
