@@ -37,11 +37,15 @@ if [ -n "$STOP" ]; then
   echo "stopped by SIG$STOP before training started; nothing to save" >&2
   if [ "$STOP" = INT ]; then exit 130; else exit 143; fi
 fi
-if [ -z "${PORT:-}" ] && [ "$NNODES" = 1 ]; then  # one machine: any free port
-  PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# One machine without a PORT: torchrun's standalone rendezvous, whose store binds a free port
+# itself and keeps it (a port picked here and bound by torchrun later could be taken meanwhile
+# by another run on the node). Several machines, or a PORT given: that address and port.
+if [ -z "${PORT:-}" ] && [ "$NNODES" = 1 ]; then
+  RENDEZVOUS=(--standalone)
+else
+  RENDEZVOUS=(--nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="${MASTER_ADDR:-127.0.0.1}"
+              --master_port="${PORT:-29500}")
 fi
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 
 # Pre-emption: SIGTERM / SIGUSR1 sent to this script go to the training processes, which
 # finish their step, save a checkpoint and exit; this script then exits 143 (requeue me).
@@ -65,8 +69,7 @@ TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
 sys.argv[0] = "torchrun"
 runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
-  --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
-  --nproc_per_node="$NUM_PROCS" --master_port="$PORT" \
+  "${RENDEZVOUS[@]}" --nproc_per_node="$NUM_PROCS" \
   "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
 CHILD=$!
 SENT=

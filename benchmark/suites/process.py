@@ -10,12 +10,11 @@ import ctypes
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from benchmark.engine.progress import duration  # noqa: F401  (re-exported: the suite's times)
 from benchmark.suites.spec import SuiteError
@@ -31,18 +30,6 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child before ex
     pre-emption. Between fork and exec: calls only the prctl resolved at import."""
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)
-
-
-def free_port(taken: Collection[int] = ()) -> int:
-    """A TCP port free on this machine now and not in `taken` (the ports handed to runs still
-    running: two runs started together never get the same rendezvous port)."""
-    for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind(('127.0.0.1', 0))
-            port = sock.getsockname()[1]
-        if port not in taken:
-            return port
-    raise OSError('no free TCP port found for a run\'s rendezvous')
 
 
 class LoggedChild:

@@ -35,7 +35,7 @@ from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_c
 from benchmark.suites.claim import PASSED_OVER, RunClaim
 from benchmark.suites.outcome import Outcome, SuiteTimes
 from benchmark.suites.plan import RunPlan, index_records, mark_work_dir, plan_run
-from benchmark.suites.process import (LoggedChild, Slot, duration, free_port, plan_slots,
+from benchmark.suites.process import (LoggedChild, Slot, duration, plan_slots,
                                       usable_cores, visible_gpus)
 from benchmark.suites.report import read_suite_records
 from benchmark.suites.slurm import submit_suite
@@ -109,7 +109,6 @@ class SuiteRunner:
                                 visible_gpus(self.env) if parallel > 1 else [],
                                 usable_cores())
         self.children = {s.number: LoggedChild(self.env, s.cpus) for s in self.slots}
-        self.ports: Dict[int, int] = {}  # slot -> rendezvous port of its running training
         self.times = SuiteTimes(len(self.slots))
         self.status = StatusLines(self.times, out, suite.wants_default)
         self.pending: List[Tuple[int, RunPlan]] = []  # (index, plan) not started yet, in order
@@ -252,14 +251,10 @@ class SuiteRunner:
         self.start_child(live, verb, self.train_command(plan), live.outcome.log)
 
     def start_child(self, live: Live, name: str, cmd: List[str], log: str) -> None:
-        """Start `cmd` in the run's slot (its devices or cores; its own rendezvous port when
-        several slots run), its output appended to `log`."""
+        """Start `cmd` in the run's slot (its devices or cores), its output appended to `log`."""
         slot = live.slot
         child = self.children[slot.number]
         child.env = {**self.env, **slot.env}
-        if len(self.slots) > 1:
-            self.ports[slot.number] = free_port(self.ports.values())
-            child.env['PORT'] = str(self.ports[slot.number])
         child.start(cmd, log)
         live.step = (name, log, time.monotonic())
 
@@ -275,7 +270,6 @@ class SuiteRunner:
         code = self.children[live.slot.number].poll()
         if code is None:
             return
-        self.ports.pop(live.slot.number, None)
         name, log, start = live.step
         how, words = ended(code, duration(time.monotonic() - start), log, bool(self.interrupted))
         label = name if live.phase == 'training' else f'{name} started'

@@ -81,7 +81,7 @@ def train(config: str, work_dir: str, *, nproc: int = 1, resume: bool = False,
     if nproc == 1 and not torchrun:
         cmd = [sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), config, *args]
     else:
-        env.update(PORT=str(free_port()), PYTHON=sys.executable)
+        env.update(PYTHON=sys.executable)  # no PORT: torchrun's standalone rendezvous
         cmd = ['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), config, str(nproc), *args]
     return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
