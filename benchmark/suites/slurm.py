@@ -46,6 +46,9 @@ PARAMETERS = {
 }
 CPUS_PER_PROCESS = 5
 SIGNAL_DELAY_S = 120
+# After the time-limit warning the task waits for its training's save at most signal_delay_s
+# less this (at least half of it), leaving the rest for submitit's requeue.
+REQUEUE_MARGIN_S = 30
 LOCAL_TIMEOUT_MIN = 7 * 24 * 60  # cluster='local' without a time: a week
 SUBMITIT_DIR = 'submitit'  # work_dirs/suites/<name>/submitit/<job id>/: submitit's files
 
@@ -180,7 +183,9 @@ def run_task(runner, plan: RunPlan) -> RunTask:
                   str(Path(run.work_dir) / SUITE_EVAL_LOG.format(e.name)))
              for e in runner.suite.evaluations
              if not e.is_default and plan.evals.get(e.name) == 'todo']
-    return RunTask(run.name, train, evals, python)
+    delay = runner.slurm.get('signal_delay_s') or SIGNAL_DELAY_S
+    return RunTask(run.name, train, evals, python,
+                   checkpoint_wait_s=max(delay - REQUEUE_MARGIN_S, delay / 2))
 
 
 def submitit_folder(runner, plans: List[RunPlan]) -> Path:

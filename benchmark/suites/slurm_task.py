@@ -30,17 +30,57 @@ class Step:
     log: str
 
 
-def _exit_status(proc: subprocess.Popen) -> Optional[int]:
-    """The exit status of `proc`, waiting for its end without reaping it (os.waitid with
-    WNOWAIT): a signal handler must not take Popen's lock, which the interrupted frame may
-    hold."""
-    if proc.returncode is not None:
-        return proc.returncode
+KILL_WAIT_S = 30.0  # SLURM's default KillWait: SIGTERM, then this long before SIGKILL
+STOP_MARGIN_S = 5.0  # kept for the task's own work after its child has ended (scontrol, exit)
+
+
+def _exit_status(proc: subprocess.Popen, timeout: Optional[float] = None) -> Optional[int]:
+    """The exit status of `proc`, waiting at most `timeout` s (None: until it ends) without
+    reaping it (os.waitid with WNOWAIT): a signal handler must not take Popen's lock, which the
+    interrupted frame may hold. None if it is still running."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while proc.returncode is None:
+        flags = os.WEXITED | os.WNOWAIT | (0 if deadline is None else os.WNOHANG)
+        try:
+            info = os.waitid(os.P_PID, proc.pid, flags)
+        except ChildProcessError:  # reaped by Popen meanwhile
+            break
+        if info is not None and info.si_pid:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)
+    return proc.returncode
+
+
+def descendants(pid: int) -> List[int]:
+    """The processes below `pid` (torchrun's workers run in sessions of their own)."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/stat') as handle:
+                    parent = int(handle.read().rsplit(')', 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def kill_wait_s() -> float:
+    """SLURM's KillWait (`scontrol show config`), or its default where it cannot be read."""
     try:
-        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    except ChildProcessError:  # reaped by Popen meanwhile
-        return proc.returncode
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        out = subprocess.run(['scontrol', 'show', 'config'], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return KILL_WAIT_S
+    found = re.search(r'^KillWait\s*=\s*(\d+)', out, re.M)
+    return float(found.group(1)) if found else KILL_WAIT_S
 
 
 def job_state(job_id: str) -> Optional[Tuple[str, int]]:
@@ -74,8 +114,12 @@ class RunTask(submitit.helpers.Checkpointable):
     saying so (rerunning the suite resumes the run).
     """
 
-    def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str) -> None:
+    def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str,
+                 checkpoint_wait_s: Optional[float] = None) -> None:
         self.run, self.train, self.evals, self.python = run, train, evals, python
+        # How long `checkpoint` waits for the child after the time-limit warning (None: until
+        # it ends): less than the warning's lead, so the task is requeued before the limit.
+        self.checkpoint_wait_s = checkpoint_wait_s
         self.done: List[str] = []  # steps finished (kept across requeues)
         self.diverged = False
         self._proc: Optional[subprocess.Popen] = None  # the running child, and its step
@@ -111,12 +155,37 @@ class RunTask(submitit.helpers.Checkpointable):
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
             try:
-                code = self._proc.wait()
+                code = self._wait_child()
             finally:
                 self._proc = self._step = None
         if self._stopped:
             self._after_stop()
         return code
+
+    def _wait_child(self) -> int:
+        """The child's exit status; after a SIGTERM to the task, waiting no longer than SLURM's
+        KillWait allows (then the child is killed, and the task still has time to act)."""
+        budget = None
+        while True:
+            try:
+                return self._proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._stopped and budget is None:
+                budget = time.monotonic() + max(kill_wait_s() - STOP_MARGIN_S, 1.0)
+            if budget is not None and time.monotonic() > budget:
+                self._kill_child('before SLURM kills the job')
+
+    def _kill_child(self, why: str) -> None:
+        """SIGKILL to the running child and everything below it."""
+        proc, step = self._proc, self._step
+        print(f'run {self.run}: its {step.name if step else "step"} did not end after SIGTERM; '
+              f'killed {why} (it resumes from its last checkpoint)', flush=True)
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def _terminate_child(self) -> None:
         """SIGTERM to the running child, if any (a training saves and exits 143)."""
@@ -189,11 +258,16 @@ class RunTask(submitit.helpers.Checkpointable):
         return dict(run=self.run, diverged=self.diverged, failed_evals=failed)
 
     def checkpoint(self) -> submitit.helpers.DelayedSubmission:
-        """Stop the running child (SIGTERM: a training saves and exits 143), wait for its end,
-        and hand this task back to submitit for requeueing."""
+        """Stop the running child (SIGTERM: a training saves and exits 143), wait for its end
+        (at most `checkpoint_wait_s`, then it is killed), and hand this task back to submitit
+        for requeueing."""
         proc, step = self._proc, self._step
         if proc is not None:
             self._terminate_child()
-            if _exit_status(proc) == 0 and step.name not in self.done:
+            code = _exit_status(proc, self.checkpoint_wait_s)
+            if code is None:  # still saving when the limit nears: requeue without it
+                self._kill_child('before the time limit')
+                code = _exit_status(proc, STOP_MARGIN_S)
+            if code == 0 and step.name not in self.done:
                 self.done.append(step.name)
         return super().checkpoint()
