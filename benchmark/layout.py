@@ -50,6 +50,7 @@ SUITE_TRAIN_LOG = 'suite_train.log'  # in a run's work dir: training output, eve
 SUITE_EVAL_LOG = 'suite_eval_{}.log'  # in a run's work dir: one evaluation's output
 SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: its array task's SLURM job id
 SLURM_SUBMITTING_FILE = 'slurm_submitting'  # in a run's work dir: a submission not yet recorded
+SNAPSHOT_SOURCE_FILE = 'SOURCE.json'  # in a code snapshot's root: the checkout's git state
 SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from benchmark.layout import REPO_ROOT as ROOT
+from benchmark.layout import SNAPSHOT_SOURCE_FILE
 
 # Distribution names to try for each reported package (faiss and mmengine ship under several).
 PACKAGES = {'python': (), 'torch': ('torch',), 'torchvision': ('torchvision',),
@@ -42,11 +44,15 @@ def _git(*args: str) -> Optional[bytes]:
 
 
 def git_state() -> Dict[str, Any]:
-    """``{'commit', 'dirty', 'diff_sha256'}`` of the checkout; None values outside git.
+    """``{'commit', 'dirty', 'diff_sha256'}`` of the checkout; None values outside git. Code
+    running from a snapshot (`benchmark.suites.snapshot`) reports the checkout it was copied from.
 
     ``diff_sha256`` hashes ``git diff HEAD`` and the untracked (not ignored) files, so two runs
     with the same commit and hash ran the same code.
     """
+    snapshot = ROOT / SNAPSHOT_SOURCE_FILE  # code copied for a SLURM array: its checkout's
+    if snapshot.is_file():
+        return dict(json.loads(snapshot.read_text())['git'])
     commit = _git('rev-parse', 'HEAD')
     status = _git('status', '--porcelain')
     diff = _git('diff', 'HEAD', '--binary')

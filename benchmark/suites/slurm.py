@@ -11,18 +11,20 @@ the same array on this machine through submitit's local executor.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import submitit
 
-from benchmark.layout import SUITE_EVAL_LOG, SUITE_TRAIN_LOG, import_path
+from benchmark.layout import SUITE_EVAL_LOG, SUITE_TRAIN_LOG
 from benchmark.suites.claim import RunClaim
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job
 from benchmark.suites.slurm_task import RunTask, Step
+from benchmark.suites.snapshot import SNAPSHOT_DIR, in_snapshot, snapshot_code
 from benchmark.suites.spec import SuiteError
 
 # submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
@@ -172,14 +174,17 @@ def make_executor(folder: Path, slurm: Dict[str, Any], procs: int, name: str,
 
 # -- the suite's array ------------------------------------------------------------------------------
 
-def run_task(runner, plan: RunPlan) -> RunTask:
+def run_task(runner, plan: RunPlan, code: Optional[Path] = None) -> RunTask:
     """The task of one plan: its training (always --resume: a requeued task continues) unless
-    trained, and the evaluations still to do."""
+    trained, and the evaluations still to do; run from the snapshot `code` if given."""
     run, python = plan.run, runner.env['PYTHON']
+    def where(cmd: List[str]) -> List[str]:
+        return in_snapshot(cmd, code) if code is not None else cmd
     train = None
     if plan.train in ('resume', 'start'):
-        train = Step('train', runner.train_command(plan), str(Path(run.work_dir) / SUITE_TRAIN_LOG))
-    evals = [Step(e.name, runner.eval_command(run, e, python),
+        train = Step('train', where(runner.train_command(plan)),
+                     str(Path(run.work_dir) / SUITE_TRAIN_LOG))
+    evals = [Step(e.name, where(runner.eval_command(run, e, python)),
                   str(Path(run.work_dir) / SUITE_EVAL_LOG.format(e.name)))
              for e in runner.suite.evaluations
              if not e.is_default and plan.evals.get(e.name) == 'todo']
@@ -295,14 +300,16 @@ def _submit(runner, plans: List[RunPlan], todo: List[Tuple[int, RunPlan]], execu
             outcomes: Dict[int, Outcome]) -> list:
     """Submit the claimed runs as one array; their outcomes; the jobs ([] if refused)."""
     local = executor.cluster == 'local'
+    code = snapshot_code(submitit_folder(runner, plans).parent / SNAPSHOT_DIR)
     tasks = []
     for _, plan in todo:
         mark_work_dir(plan.run)
         if not local:  # until its job id is recorded, a second launch sees it as queued
             note_submitting(plan.run.work_dir, runner.suite.name)
-        tasks.append(run_task(runner, plan))
+        tasks.append(run_task(runner, plan, code))
+    path = os.pathsep.join([str(code), *filter(None, [os.environ.get('PYTHONPATH')])])
     try:
-        with submitit.helpers.environment_variables(PYTHONPATH=import_path()):
+        with submitit.helpers.environment_variables(PYTHONPATH=path):
             jobs = executor.submit_array(tasks)
     except Exception as err:  # sbatch refused it (partition, account, limits, ...): its stderr
         lines = [line for line in str(err).splitlines() if line.strip()]
@@ -315,7 +322,7 @@ def _submit(runner, plans: List[RunPlan], todo: List[Tuple[int, RunPlan]], execu
     where = 'this machine' if local else 'SLURM'
     runner.out(f'submitted {len(jobs)} task(s) to {where} through submitit '
                f"({'job ' + jobs[0].job_id.split('_')[0] if not local else 'local jobs'}); "
-               f'its files in {jobs[0].paths.folder.parent}')
+               f'its files in {jobs[0].paths.folder.parent}; its code: {code}')
     for (index, plan), job in zip(todo, jobs):
         if not local:  # the planner asks squeue about it
             record_job(plan.run.work_dir, job.job_id)

@@ -2,6 +2,7 @@
 submitit writes for the array (through stub sbatch/srun/squeue that record their calls), the
 job ids the planner reads back, bad keys refused before anything is submitted, and a task
 requeued through submitit's local executor (real processes, stand-in commands)."""
+import json
 import os
 import re
 import signal
@@ -23,6 +24,8 @@ from benchmark.suites.runner import SuiteRunner
 from benchmark.suites.slurm import (PARAMETERS, SUBMITIT_PRIVATE_API, make_executor, run_task,
                                     time_minutes)
 from benchmark.suites.slurm_task import RunTask, Step
+from benchmark.suites.snapshot import in_snapshot, snapshot_name
+from benchmark.reports.provenance import git_state
 from benchmark.suites.spec import SLURM_KEYS, SuiteError, expand_suite
 from benchmark.suites.suite import run_suite
 from tests.conftest import ROOT
@@ -106,7 +109,11 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     assert script.rstrip().endswith(f'{sys.executable} -u -m submitit.core._submit {folder}/%j')
     works = [Path(run.work_dir) for run in suite.runs]
     assert [(w / SLURM_JOB_FILE).read_text() for w in works] == ['4241_0\n', '4241_1\n']
-    assert out[1] == f'submitted 2 task(s) to SLURM through submitit (job 4241); its files in {folder}'
+    code = folder / 'code' / snapshot_name()  # the code the tasks run: a copy of the checkout's
+    assert out[1] == (f'submitted 2 task(s) to SLURM through submitit (job 4241); its files in '
+                      f'{folder}; its code: {code}')
+    assert json.loads((code / 'SOURCE.json').read_text())['git'] == git_state()
+    assert (code / 'tools/dist_train.sh').read_bytes() == (ROOT / 'tools/dist_train.sh').read_bytes()
     assert out[2] == (f'[1/2] mocov2_r18_digits-s0: submitted as task 4241_0 (start); '
                       f'log {folder}/4241_0/4241_0_0_log.out')
     board = (Path(suite.results_dir) / 'leaderboard.md').read_text()
@@ -120,11 +127,12 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
         task = submitit.helpers.DelayedSubmission.load(
             folder / f'4241_{index}' / f'4241_{index}_submitted.pkl').function
         assert isinstance(task, RunTask) and task.done == []
-        assert task.train.cmd == runner.train_command(plan) and '--resume' in task.train.cmd
-        assert task.train.cmd[:4] == ['bash', str(ROOT / 'tools/dist_train.sh'),
-                                      str(ROOT / f'configs/{plan.run.name[:-3]}.py'), '2']
-        assert [(s.name, s.cmd) for s in task.evals] == [
-            ('linear_paper', runner.eval_command(plan.run, suite.evaluations[1], sys.executable))]
+        assert task.train.cmd == in_snapshot(runner.train_command(plan), code)
+        assert '--resume' in task.train.cmd
+        assert task.train.cmd[:4] == ['bash', str(code / 'tools/dist_train.sh'),
+                                      str(code / f'configs/{plan.run.name[:-3]}.py'), '2']
+        assert [(s.name, s.cmd) for s in task.evals] == [('linear_paper', in_snapshot(
+            runner.eval_command(plan.run, suite.evaluations[1], sys.executable), code))]
         assert task.train.log == str(works[index] / 'suite_train.log')
 
     # Queued or running: nothing submitted again; squeue is asked about each task.
