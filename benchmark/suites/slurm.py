@@ -42,12 +42,13 @@ PARAMETERS = {
     'constraint': 'slurm_constraint',
     'array_parallelism': 'slurm_array_parallelism',  # tasks running at once
     'signal_delay_s': 'slurm_signal_delay_s',  # pre-emption signal this long before the limit
-    'max_num_timeout': 'max_num_timeout',  # requeues after reaching the time limit
+    'max_requeues': 'max_num_timeout',  # requeues after reaching the time limit
     'extra': 'slurm_additional_parameters',  # any other sbatch option: dict(exclusive=True)
     'cluster': 'cluster',  # 'slurm', or 'local' (this machine, for trying a submission)
 }
 CPUS_PER_PROCESS = 5
 SIGNAL_DELAY_S = 120
+MAX_REQUEUES = 30  # at the time limit (DINOv2's number); pre-emptions are not counted
 # After the time-limit warning the task waits for its training's save at most signal_delay_s
 # less this (at least half of it), leaving the rest for submitit's requeue.
 REQUEUE_MARGIN_S = 30
@@ -90,7 +91,7 @@ def _positive_int(slurm: dict, key: str, where: str, default: Any = None, low: i
 
 def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
                       where: str) -> Tuple[str, Dict[str, Any], int]:
-    """(cluster, AutoExecutor parameters, max_num_timeout) of a suite's slurm keys (which
+    """(cluster, AutoExecutor parameters, requeues at the time limit) of a suite's slurm keys (which
     `benchmark.suites.spec` checked against SLURM_KEYS).
 
     Raises:
@@ -144,7 +145,7 @@ def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
         raise SuiteError(f"{where}: slurm.extra must be a dict of sbatch options without their "
                          f"dashes, e.g. dict(exclusive=True, mail_type='END'), got {extra!r}")
     params['slurm_additional_parameters'] = {'requeue': True, **extra}
-    timeouts = _positive_int(slurm, 'max_num_timeout', where, 3, low=0)
+    timeouts = _positive_int(slurm, 'max_requeues', where, MAX_REQUEUES, low=0)
     return cluster, params, timeouts
 
 

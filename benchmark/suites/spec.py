@@ -55,7 +55,7 @@ SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations',
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
 SLURM_KEYS = ('partition', 'time', 'gpus_per_node', 'cpus_per_task', 'mem', 'account', 'qos',
-              'constraint', 'array_parallelism', 'signal_delay_s', 'max_num_timeout', 'extra',
+              'constraint', 'array_parallelism', 'signal_delay_s', 'max_requeues', 'extra',
               'cluster')  # benchmark.suites.slurm.PARAMETERS says what each sets
 EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
 
@@ -356,6 +356,9 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
         raise SuiteError(f'suite {path}: evaluations lists one twice: '
                          f'{[e.name for e in evaluations]}')
     slurm = dict(cfg.get('slurm') or {})
+    if 'max_num_timeout' in slurm:  # its name before the release that renamed it
+        raise SuiteError(f'suite {path}: slurm.max_num_timeout is now slurm.max_requeues '
+                         '(requeues at the time limit)')
     _check_keys(slurm, SLURM_KEYS, f'suite {path}: slurm')
     reuse = cfg.get('reuse') or []
     if not isinstance(reuse, (list, tuple)) or len(set(map(str, reuse))) != len(reuse) or not all(

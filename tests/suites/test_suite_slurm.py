@@ -68,7 +68,7 @@ def test_every_suite_key_has_a_parameter():
 def test_executor_parameters(tmp_path, stubs):
     """The suite's keys as submitit's AutoExecutor sets them on its SlurmExecutor."""
     slurm = dict(partition='gpu', time='2-00:00:00', mem=64, account='proj', qos='high',
-                 constraint='a100', array_parallelism=4, signal_delay_s=300, max_num_timeout=5,
+                 constraint='a100', array_parallelism=4, signal_delay_s=300, max_requeues=5,
                  extra=dict(exclusive=True))
     executor = make_executor(tmp_path / '%j', slurm, 4, 'paper', 'suite s')
     assert executor.cluster == 'slurm' and executor._executor.max_num_timeout == 5
@@ -171,6 +171,8 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     ("dict(time=1, signal_delay_s=60)", 'slurm.signal_delay_s (60 s) must be shorter'),
     ("dict(time=60, array_parallelism=0)", 'slurm.array_parallelism must be an integer >= 1'),
     ("dict(time=60, cluster='pbs')", "slurm.cluster must be 'slurm' or 'local'"),
+    ("dict(time=60, max_num_timeout=3)", 'slurm.max_num_timeout is now slurm.max_requeues'),
+    ("dict(time=60, max_requeues=-1)", 'slurm.max_requeues must be an integer >= 0'),
 ])
 def test_bad_slurm_keys_fail_in_one_line_before_submitting(tmp_path, stubs, slurm, message):
     path = tmp_path / 'bad.py'
