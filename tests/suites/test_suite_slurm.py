@@ -264,7 +264,8 @@ def test_signalled_task_stops_its_training_and_is_requeued(tmp_path, monkeypatch
         zip(('code', 'out'), _run(path, tmp_path, launcher='slurm', partition='any'))))
     thread.start()
     try:
-        wait_for(lambda: (work / 'training.pid').exists(), 'the training')
+        wait_for(lambda: (work / 'training.pid').exists()  # and written, not only created
+                 and (work / 'training.pid').read_text().strip(), 'the training')
         training = int((work / 'training.pid').read_text())
         tasks = task_pids(tmp_path / 'work')
         assert len(tasks) == 1
