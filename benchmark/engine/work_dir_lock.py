@@ -8,7 +8,9 @@ The lock is `fcntl.flock` on the file: the kernel releases it when the holding p
 however it ends (SIGKILL included), so a dead trainer never blocks its work dir and there is
 nothing to clean up. The file holds the holder's pid, host and start time, for the message; it
 is never deleted (a process that deleted it while another waited on it would let a third lock a
-new file of the same name). `FileLock` is the same lock for other files (a suite's run claims).
+new file of the same name). `Lock` is the lock a caller takes: flock where the file system's
+flock holds across machines, else a lease (`benchmark.engine.lease_lock`); it is used for other
+files too (a suite's run claims).
 
 Within one process, taking the lock of a work dir it already holds is a no-op: a tool called
 twice in one process (its tests) trains, then resumes, in one work dir.
@@ -21,45 +23,18 @@ import json
 import os
 import os.path as osp
 import socket
-import sys
 import time
-from dataclasses import dataclass
 from typing import Dict, Optional
 
 from benchmark import dist
+from benchmark.engine.lease_lock import LeaseLock, flock_is_coherent
+from benchmark.engine.lock_holder import Holder, read_holder  # noqa: F401  (re-exported)
 
 TRAINER_LOCK = 'trainer.lock'  # in the work dir: held by the job training there
 # EX_TEMPFAIL of sysexits.h: the work dir is busy now, the same command works later.
 WORK_DIR_BUSY_EXIT_CODE = 75
-# A file system without flock (some network mounts) raises one of these: no lock, a warning.
+# A file system without flock (some network mounts) raises one of these: a lease instead.
 NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
-
-
-@dataclass
-class Holder:
-    """Who holds a lock, as its file says."""
-
-    pid: Optional[int] = None
-    host: str = ''
-    since: str = ''
-
-    def describe(self) -> str:
-        """'pid 4242 on host node7 since 2025-03-01 12:00:03 UTC' ('another process' if unknown)."""
-        if self.pid is None:
-            return 'another process'
-        return f'pid {self.pid} on host {self.host or "?"} since {self.since or "?"}'
-
-    def alive_here(self) -> Optional[bool]:
-        """Whether the holder's pid runs on this host (None: another host, or unknown)."""
-        if self.pid is None or self.host != socket.gethostname():
-            return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 class LocksUnsupported(OSError):
@@ -140,14 +115,41 @@ class FileLock:
         return self.holder()
 
 
-def read_holder(path: str) -> Holder:
-    """The holder a lock file names (an empty `Holder` when it names none)."""
-    try:
-        with open(path, encoding='utf-8') as handle:
-            data = json.loads(handle.read() or '{}')
-        return Holder(int(data['pid']), str(data.get('host', '')), str(data.get('since', '')))
-    except (OSError, ValueError, KeyError, TypeError):
-        return Holder()
+LEASE_SUFFIX = '.lease'  # beside the flock file: the lease where flock does not hold
+
+
+class Lock:
+    """The lock of `path` that holds where its file lives: `FileLock` (flock) where the mount's
+    flock holds across machines, else a `LeaseLock` on ``<path>.lease``; a flock the file
+    system refuses (ENOSYS, ENOLCK, ...) turns into the lease too. Never granted unlocked."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.impl = (FileLock(path) if flock_is_coherent(osp.dirname(osp.abspath(path)))
+                     else LeaseLock(path + LEASE_SUFFIX))
+
+    @property
+    def held(self) -> bool:
+        return self.impl.held
+
+    def _call(self, name: str, *args):
+        try:
+            return getattr(self.impl, name)(*args)
+        except LocksUnsupported:
+            self.impl = LeaseLock(self.path + LEASE_SUFFIX)
+            return getattr(self.impl, name)(*args)
+
+    def try_acquire(self, note: bool = True) -> bool:
+        return self._call('try_acquire', note)
+
+    def release(self) -> None:
+        self.impl.release()
+
+    def holder(self) -> Holder:
+        return self.impl.holder()
+
+    def probe(self) -> Optional[Holder]:
+        return self._call('probe')
 
 
 class WorkDirBusy(RuntimeError):
@@ -159,7 +161,7 @@ class WorkDirBusy(RuntimeError):
                          'it or pick another --work-dir')
 
 
-_HELD: Dict[str, FileLock] = {}  # work dir -> this process's lock of it
+_HELD: Dict[str, Lock] = {}  # work dir -> this process's lock of it
 
 
 def lock_path(work_dir: str) -> str:
@@ -167,9 +169,10 @@ def lock_path(work_dir: str) -> str:
     return osp.join(work_dir, TRAINER_LOCK)
 
 
-def hold_work_dir(work_dir: str) -> Optional[FileLock]:
+def hold_work_dir(work_dir: str) -> Optional[Lock]:
     """On rank 0: take the work dir's trainer lock for this process's lifetime (None on other
-    ranks, and where the file system has no locks: a warning then).
+    ranks). A lease whose holder has stopped renewing it (a node that failed; the job is being
+    requeued) is waited for until it expires, rather than refused.
 
     Raises:
         WorkDirBusy: Another live process holds it.
@@ -179,13 +182,11 @@ def hold_work_dir(work_dir: str) -> Optional[FileLock]:
     key = osp.realpath(work_dir)
     if key in _HELD:
         return _HELD[key]
-    lock = FileLock(lock_path(work_dir))
-    try:
+    lock = Lock(lock_path(work_dir))
+    taken = lock.try_acquire()
+    while not taken and isinstance(lock.impl, LeaseLock) and lock.impl.stale():
+        time.sleep(lock.impl.lease_s / 8)
         taken = lock.try_acquire()
-    except LocksUnsupported as err:
-        print(f'warning: {work_dir}: {err.strerror}; a second trainer started on this work dir '
-              'would not be stopped', file=sys.stderr)
-        return None
     if not taken:
         raise WorkDirBusy(work_dir, lock.holder())
     _HELD[key] = lock
@@ -207,9 +208,6 @@ def check_work_dir_free(work_dir: str) -> None:
     """
     if osp.realpath(work_dir) in _HELD:
         return
-    try:
-        holder = FileLock(lock_path(work_dir)).probe()
-    except LocksUnsupported:
-        return
+    holder = Lock(lock_path(work_dir)).probe()
     if holder is not None:
         raise WorkDirBusy(work_dir, holder)

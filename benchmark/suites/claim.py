@@ -23,29 +23,27 @@ from __future__ import annotations
 import os.path as osp
 from typing import Optional
 
-from benchmark.engine.work_dir_lock import FileLock, LocksUnsupported, lock_path
+from benchmark.engine.work_dir_lock import Lock, lock_path
 
 CLAIM_FILE = 'suite_claim.lock'  # in a run's work dir: held by the suite process carrying it out
 PASSED_OVER = 'passed over'  # the state of a run's outcome until the suite comes back to it
 
 
 class RunClaim:
-    """This process's claim of one run (always granted where the file system has no locks)."""
+    """This process's claim of one run (flock, or a lease where flock does not hold across
+    machines: `benchmark.engine.work_dir_lock.Lock`)."""
 
     def __init__(self, work_dir: str) -> None:
-        self.lock = FileLock(osp.join(work_dir, CLAIM_FILE))
-        self.trainer = FileLock(lock_path(work_dir))
+        self.lock = Lock(osp.join(work_dir, CLAIM_FILE))
+        self.trainer = Lock(lock_path(work_dir))
 
     def take(self) -> Optional[str]:
         """Claim the run: None when it is ours now, else who has it ('claimed by another suite
         process (pid N on host H since T)', or 'being trained by pid N ...' for a trainer
         started outside any suite)."""
-        try:
-            if not self.lock.try_acquire():
-                return f'claimed by another suite process ({self.lock.holder().describe()})'
-            holder = self.trainer.probe()
-        except LocksUnsupported:
-            return None
+        if not self.lock.try_acquire():
+            return f'claimed by another suite process ({self.lock.holder().describe()})'
+        holder = self.trainer.probe()
         if holder is None:
             return None
         self.lock.release()
@@ -53,12 +51,9 @@ class RunClaim:
 
     def try_take(self) -> bool:
         """`take` without naming the holder (cheap enough for every step of a wait)."""
-        try:
-            if not self.lock.try_acquire():
-                return False
-            if self.trainer.probe() is None:
-                return True
-        except LocksUnsupported:
+        if not self.lock.try_acquire():
+            return False
+        if self.trainer.probe() is None:
             return True
         self.lock.release()
         return False

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.engine import work_dir_lock as wl
+from benchmark.engine.lease_lock import LeaseLock
 from benchmark.engine.work_dir_lock import (TRAINER_LOCK, WORK_DIR_BUSY_EXIT_CODE, FileLock, Holder,
                                             WorkDirBusy, check_work_dir_free, hold_work_dir,
                                             read_holder, release_work_dir)
@@ -94,15 +95,30 @@ def test_only_rank_0_takes_it(tmp_path, monkeypatch):
     assert not (tmp_path / 'w').exists()
 
 
-def test_a_file_system_without_locks_warns_and_trains(tmp_path, monkeypatch, capsys):
+def test_a_file_system_without_flock_gets_a_lease_never_no_lock(tmp_path, monkeypatch):
+    """flock failing with ENOSYS (Lustre mounted noflock): the trainer holds a lease instead,
+    and a second trainer is refused as with flock."""
     def no_locks(fd, operation):
-        raise OSError(errno.ENOLCK, 'No locks available')
+        raise OSError(errno.ENOSYS, 'Function not implemented')
     monkeypatch.setattr(wl.fcntl, 'flock', no_locks)
-    assert hold_work_dir(str(tmp_path)) is None
-    err = capsys.readouterr().err
-    assert err.startswith(f'warning: {tmp_path}: no file locks on this file system') and \
-        err.count('\n') == 1
-    check_work_dir_free(str(tmp_path))  # no lock to probe either
+    lock = hold_work_dir(str(tmp_path))
+    try:
+        assert isinstance(lock.impl, LeaseLock) and (tmp_path / 'trainer.lock.lease').is_file()
+        with pytest.raises(WorkDirBusy, match=r'is being trained by pid \d+ on host'):
+            check_work_dir_free_elsewhere(str(tmp_path))
+    finally:
+        release_work_dir(str(tmp_path))
+    assert not (tmp_path / 'trainer.lock.lease').exists()
+
+
+def check_work_dir_free_elsewhere(work_dir):
+    """check_work_dir_free as another process would call it (not this one's held lock)."""
+    held = dict(wl._HELD)
+    wl._HELD.clear()
+    try:
+        check_work_dir_free(work_dir)
+    finally:
+        wl._HELD.update(held)
 
 
 def test_an_unreadable_or_stale_holder_reads_as_another_process(tmp_path, monkeypatch):
