@@ -17,6 +17,7 @@ twice in one process (its tests) trains, then resumes, in one work dir.
 """
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import json
@@ -190,6 +191,7 @@ def hold_work_dir(work_dir: str) -> Optional[Lock]:
     if not taken:
         raise WorkDirBusy(work_dir, lock.holder())
     _HELD[key] = lock
+    atexit.register(lock.release)  # a lease is removed at exit (flock: the kernel releases it)
     return lock
 
 

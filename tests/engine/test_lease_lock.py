@@ -125,3 +125,13 @@ def test_the_holder_line_of_a_lease_reads_like_a_flock_files(tmp_path):
         assert found.describe().startswith(f'pid {os.getpid()} on host ')
     finally:
         lease.release()
+
+
+def test_a_trainer_leaving_normally_removes_its_lease(tmp_path, subprocess_env):
+    code = ('import sys; from benchmark.engine import work_dir_lock as wl; '
+            'wl.flock_is_coherent = lambda path: False; wl.hold_work_dir(sys.argv[1]); '
+            'import os; print(os.path.exists(sys.argv[1] + "/trainer.lock.lease"))')
+    out = subprocess.run([sys.executable, '-c', code, str(tmp_path)], env=subprocess_env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == 'True', out.stderr
+    assert not (tmp_path / 'trainer.lock.lease').exists()
