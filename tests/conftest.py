@@ -110,16 +110,20 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
 REQUIRE_SLURM = 'REQUIRE_SLURM'  # =1 (CI): a `slurm` test without a reachable SLURM fails
 
 
-def slurm_unreachable() -> Optional[str]:
-    """Why no SLURM answers here (None if one does): `sinfo` through SLURM_CONF or the
+SLURM_CONF_LINUXPROC = 'SLURM_CONF_LINUXPROC'  # a second cluster's slurm.conf: linuxproc tracking
+
+
+def slurm_unreachable(conf: Optional[str] = None) -> Optional[str]:
+    """Why no SLURM answers here (None if one does): `sinfo` through `conf`, SLURM_CONF or the
     default config must list a node of the partition `debug`."""
     import shutil
     import subprocess
     if shutil.which('sinfo') is None:
         return 'sinfo is not installed'
+    env = dict(os.environ, SLURM_CONF=conf) if conf else None
     try:
         proc = subprocess.run(['sinfo', '-h', '-p', 'debug', '-o', '%T'], capture_output=True,
-                              text=True, timeout=20)
+                              text=True, timeout=20, env=env)
     except subprocess.TimeoutExpired:
         return 'sinfo did not answer within 20 s'
     if proc.returncode != 0 or not proc.stdout.split():
@@ -129,18 +133,35 @@ def slurm_unreachable() -> Optional[str]:
     return None
 
 
+def no_slurm(line: str) -> None:
+    """Skip with `line`, or fail where REQUIRE_SLURM=1 (CI)."""
+    if os.environ.get(REQUIRE_SLURM) == '1':
+        pytest.fail(f'{line} ({REQUIRE_SLURM}=1)', pytrace=False)
+    pytest.skip(line)
+
+
 @pytest.fixture(scope='session')
 def real_slurm() -> None:
     """A SLURM that answers here (tools/slurm_cluster.sh up; SLURM_CONF exported), else the
     test is skipped with one line saying why, or fails where REQUIRE_SLURM=1 (CI)."""
     why = slurm_unreachable()
-    if why is None:
-        return
-    line = (f'no SLURM reachable ({why}); start one as root with tools/slurm_cluster.sh up '
-            f'and export SLURM_CONF as it says')
-    if os.environ.get(REQUIRE_SLURM) == '1':
-        pytest.fail(f'{line} ({REQUIRE_SLURM}=1)', pytrace=False)
-    pytest.skip(line)
+    if why is not None:
+        no_slurm(f'no SLURM reachable ({why}); start one as root with tools/slurm_cluster.sh up '
+                 f'and export SLURM_CONF as it says')
+
+
+@pytest.fixture
+def real_slurm_linuxproc(monkeypatch) -> None:
+    """A second SLURM, with proctrack/linuxproc, whose slurm.conf SLURM_CONF_LINUXPROC names
+    (exported as SLURM_CONF for the test), else skipped or failed as `real_slurm`."""
+    conf = os.environ.get(SLURM_CONF_LINUXPROC)
+    why = slurm_unreachable(conf) if conf else f'{SLURM_CONF_LINUXPROC} is not set'
+    if why is not None:
+        no_slurm(f'no SLURM with linuxproc tracking reachable ({why}); start one as root with '
+                 'SLURM_CLUSTER_DIR=DIR SLURM_CLUSTER_PORT=6927 SLURM_CLUSTER_NODE=lp '
+                 f'tools/slurm_cluster.sh up linuxproc and export {SLURM_CONF_LINUXPROC}='
+                 'DIR/slurm.conf')
+    monkeypatch.setenv('SLURM_CONF', conf)
 
 
 @pytest.fixture

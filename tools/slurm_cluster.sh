@@ -8,6 +8,8 @@
 # socket, slurm.conf and cgroup.conf, state, logs and pid files; a system-wide SLURM or munge is
 # left alone (other ports, other socket). Point the SLURM commands at it with
 #   export SLURM_CONF=$SLURM_CLUSTER_DIR/slurm.conf
+# A second cluster beside the first (e.g. the other tracking mode) takes its own
+# SLURM_CLUSTER_DIR, SLURM_CLUSTER_PORT (it uses that port and the next) and SLURM_CLUSTER_NODE.
 # Process tracking: proctrack/cgroup (the common setting on clusters: on scancel or pre-emption
 # SLURM signals only the processes directly under the job step) or proctrack/linuxproc (the
 # whole process tree). A partition `debug`; short scheduler and credential intervals so a
@@ -15,6 +17,7 @@
 set -euo pipefail
 DIR=${SLURM_CLUSTER_DIR:-/var/tmp/mixco-slurm}
 CTLD_PORT=${SLURM_CLUSTER_PORT:-6917}
+NODE=${SLURM_CLUSTER_NODE:-$(hostname -s)}  # another name runs a second cluster beside a first
 CONF="$DIR/slurm.conf"
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -74,7 +77,7 @@ SelectTypeParameters=CR_Core
 ReturnToService=2
 KillWait=10
 MinJobAge=300
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
   cat >"$DIR/cgroup.conf" <<EOF
@@ -103,7 +106,7 @@ up() {
     --pid-file="$DIR/munged.pid" --log-file="$DIR/munged.log" --seed-file="$DIR/munge/seed" \
     || die "munged did not start; see $DIR/munged.log"
   slurmctld -f "$CONF" -c || die "slurmctld did not start; see $DIR/slurmctld.log"
-  slurmd -f "$CONF" || die "slurmd did not start; see $DIR/slurmd.log"
+  slurmd -f "$CONF" -N "$NODE" || die "slurmd did not start; see $DIR/slurmd.log"
   for _ in $(seq 150); do
     if SLURM_CONF="$CONF" sinfo -h -o '%T' 2>/dev/null | grep -qx 'idle'; then
       echo "SLURM up ($mode tracking, partition debug); use: export SLURM_CONF=$CONF"

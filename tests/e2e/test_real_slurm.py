@@ -7,6 +7,7 @@ SLURM starts it again, the training resumes and ends with the weights of the uni
 (tests/e2e/conftest.py's, one process), bit for bit, and the run has exactly one record.
 The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any machine."""
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -100,10 +101,22 @@ def test_a_stopped_job_saves_is_requeued_and_resumes_bit_identical(
     assert differing(reference_1p.weights, final) == []
 
 
-def test_a_cancelled_job_saves_and_says_how_to_resume(real_slurm, tmp_path, tiny_data,
+@pytest.fixture(params=['cgroup', 'linuxproc'])
+def tracking(request, real_slurm):
+    """The cluster of each process tracking mode (SLURM_CONF set to it), checked to be it."""
+    if request.param == 'linuxproc':
+        request.getfixturevalue('real_slurm_linuxproc')
+    out = subprocess.run(['scontrol', 'show', 'config'], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    assert re.search(rf'^ProctrackType\s*=\s*proctrack/{request.param}$', out, re.M), out
+    return request.param
+
+
+def test_a_cancelled_job_saves_and_says_how_to_resume(tracking, tmp_path, tiny_data,
                                                      monkeypatch):
-    """scancel (SIGTERM to the task only, under cgroup tracking): the training saves at the
-    signal and the suite says the run was stopped; rerunning it resumes (as above)."""
+    """scancel: under cgroup tracking SIGTERM reaches the task only (which passes it on), under
+    linuxproc every process of the job, the training included. Either way the training saves
+    at the signal and the suite says the run was stopped; rerunning it resumes (as above)."""
     name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
     subprocess.run(['scancel', job], check=True, timeout=30)
     out = finish(name, proc)
