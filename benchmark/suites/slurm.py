@@ -22,7 +22,7 @@ from benchmark.layout import SUITE_EVAL_LOG, SUITE_TRAIN_LOG
 from benchmark.suites.claim import RunClaim
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
-from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job
+from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job, wait_task
 from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.snapshot import SNAPSHOT_DIR, in_snapshot, snapshot_code
 from benchmark.suites.spec import SuiteError
@@ -218,10 +218,14 @@ def _skip(runner, index: int, plan: RunPlan) -> Outcome:
     return Outcome(run, state, job=plan.job)
 
 
-def _finished(runner, index: int, plan: RunPlan, job) -> Outcome:
+def _finished(runner, index: int, plan: RunPlan, job, local: bool) -> Outcome:
     """Wait for one task; its outcome."""
     run, log = plan.run, str(job.paths.stdout)
     prefix = f'[{index}/{runner.total}] {run.name}: task {job.job_id}'
+    if not local and not wait_task(job):
+        runner.out(f'{prefix} -> failed: it left the queue without a result (cancelled, or '
+                   f'killed before it wrote one); log {log}')
+        return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
     try:
         result = job.result()
     except Exception as err:  # submitit's FailedJobError / UncompletedJobError
@@ -293,7 +297,7 @@ def submit_suite(runner, plans: List[RunPlan]) -> List[Outcome]:
     if jobs and (executor.cluster == 'local' or runner.wait):
         runner.out(f'waiting for {len(jobs)} task(s)')
         for (index, plan), job in zip(todo, jobs):
-            outcomes[index] = _finished(runner, index, plan, job)
+            outcomes[index] = _finished(runner, index, plan, job, executor.cluster == 'local')
     return [outcomes[i] for i in sorted(outcomes)]
 
 

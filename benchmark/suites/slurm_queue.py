@@ -10,6 +10,7 @@ a job named after the suite (the array's name), so a second launch never submits
 squeue failing (the controller unreachable, a timeout) is not "not queued": it is asked again,
 then the launch stops in one line and submits nothing. A job SLURM no longer knows ("Invalid
 job id") has ended. Without squeue on this machine nothing can be queued through it.
+`wait_task` (``--wait``) ends the wait for a task that left the queue without a result.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import SLURM_JOB_FILE, SLURM_SUBMITTING_FILE
@@ -29,6 +30,8 @@ from benchmark.suites.spec import SuiteError
 SQUEUE_TRIES = 3  # squeue is asked this many times before the launch stops
 SQUEUE_RETRY_S = 2.0  # seconds before the second try (then twice that, ...)
 SQUEUE_TIMEOUT_S = 60
+WAIT_POLL_S = 5.0  # --wait: how often a task's result and squeue are looked at
+WAIT_MISSES = 3  # polls in a row that squeue no longer lists a task without a result: ended
 
 
 def _squeue(args: List[str], what: str) -> Optional[str]:
@@ -140,3 +143,23 @@ def queued_job(work_dir: str, suite: str) -> Optional[str]:
     if job and squeue_alive(job):
         return job
     return None
+
+
+def wait_task(job, alive: Callable[[str], bool] = squeue_alive,
+              poll_s: float = WAIT_POLL_S) -> bool:
+    """Wait for a submitted SLURM task: True once it has a result (or submitit's watcher, which
+    asks sacct, says it is done); False once squeue has not listed it for WAIT_MISSES polls in a
+    row without a result (cancelled, or killed before writing one). Without accounting sacct
+    knows no job, and submitit alone would wait for such a task forever. A squeue that keeps
+    failing meanwhile counts as "still listed"."""
+    misses = 0
+    while not job.done():
+        try:
+            listed = alive(job.job_id)
+        except SuiteError:
+            listed = True
+        misses = 0 if listed else misses + 1
+        if misses >= WAIT_MISSES:
+            return job.paths.result_pickle.exists()
+        time.sleep(poll_s)
+    return True

@@ -167,3 +167,29 @@ def test_two_launches_at_once_submit_each_run_once(real_slurm, tmp_path):
     finally:
         for job in queued(name):
             subprocess.run(['scancel', job], timeout=30)
+
+
+def test_wait_ends_for_a_job_cancelled_before_it_ran(real_slurm, tmp_path):
+    """--wait on a cluster without accounting (sacct knows no job): a task cancelled while
+    pending never writes a result; the launch says so and ends instead of waiting forever."""
+    name = f'realslurm_{uuid.uuid4().hex[:8]}'
+    suite_file = tmp_path / f'{name}.py'
+    suite_file.write_text(
+        "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0]\nprocs = 1\n"
+        "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
+        "extra=dict(hold=True))\n")
+    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
+    proc = subprocess.Popen([sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file),
+                             '--no-wandb', '--launcher', 'slurm', '--wait'], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: queued(name), 300, 'the held job', proc)
+        subprocess.run(['scancel', *queued(name)], check=True, timeout=30)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job in queued(name):
+            subprocess.run(['scancel', job], timeout=30)
+    assert proc.returncode == 1, out
+    assert 'left the queue without a result (cancelled, or killed before it wrote one)' in out

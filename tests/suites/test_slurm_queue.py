@@ -9,7 +9,8 @@ from benchmark.layout import SLURM_JOB_FILE, SLURM_SUBMITTING_FILE
 from benchmark.suites import slurm_queue
 from benchmark.suites.claim import RunClaim
 from benchmark.suites.slurm_queue import (named_jobs_alive, note_submitting, queued_job,
-                                          read_submitting, record_job, squeue_alive)
+                                          read_submitting, record_job, squeue_alive,
+                                          wait_task)
 from benchmark.suites.spec import SuiteError
 from benchmark.suites.suite import run_suite
 from tests.suites.conftest import calls
@@ -120,3 +121,36 @@ def test_failing_squeue_submits_nothing(tmp_path, stubs, monkeypatch, quick):
     with pytest.raises(SuiteError, match=r'^run mocov2_r18_digits-s0: squeue failed 3 times') as err:
         _launch(tmp_path)
     assert '\n' not in str(err.value) and calls(stubs, 'sbatch') == []
+
+
+class Task:
+    """A submitted task as submitit shows it: done() once `finish` is set (its result file)."""
+
+    def __init__(self, folder):
+        self.job_id = '9_0'
+        self.paths = type('Paths', (), {'result_pickle': folder / '9_0_result.pkl'})()
+
+    def done(self):
+        return self.paths.result_pickle.exists()
+
+
+def test_wait_ends_for_a_task_that_left_the_queue_without_a_result(tmp_path):
+    task, asked = Task(tmp_path), []
+    assert wait_task(task, alive=lambda job: asked.append(job) or False, poll_s=0) is False
+    assert asked == ['9_0'] * slurm_queue.WAIT_MISSES
+
+
+def test_wait_goes_on_while_the_task_is_listed_or_squeue_fails(tmp_path):
+    task, answers = Task(tmp_path), iter([True, False, False, 'fail', False, False, True])
+
+    def alive(job):
+        answer = next(answers)
+        if answer == 'fail':
+            raise SuiteError('squeue failed 3 times')
+        if answer is True and task.paths.result_pickle.parent.exists() and len(calls) > 3:
+            task.paths.result_pickle.write_text('done')  # the task writes its result
+        calls.append(answer)
+        return answer
+    calls = []
+    assert wait_task(task, alive=alive, poll_s=0) is True
+    assert calls == [True, False, False, False, False, True]  # never three misses in a row
