@@ -7,6 +7,7 @@ process, 143 pre-empted (docs/crash-safety.md).
 """
 import argparse
 import contextlib
+import os
 import sys
 
 import benchmark.engine.held_signals as held_signals  # first: holds stop signals from here on
@@ -63,7 +64,8 @@ def build_runner(args: argparse.Namespace) -> tuple:
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
     if args.check_only:
-        check_work_dir_free(cfg.work_dir)
+        if os.environ.get('NODE_RANK', '0') == '0':  # several machines: node 0's trainer holds it
+            check_work_dir_free(cfg.work_dir)
         return None, None
     hold_work_dir(cfg.work_dir)  # rank 0, until this process ends: one trainer per work dir
     if args.resume:  # chosen once the work dir is ours (another trainer may be writing there)

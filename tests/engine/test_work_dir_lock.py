@@ -156,6 +156,21 @@ def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path,
     assert (tmp_path / 'exit_code').read_text() == f'75\n{lines[0]}\n'
 
 
+@pytest.mark.parametrize('node_rank, code', [('0', 75), ('1', 0)])
+def test_on_several_machines_only_node_0_probes_the_lock(tmp_path, holder, run_main, monkeypatch,
+                                                       node_rank, code):
+    """A manual launch on several machines (dist_train.sh with NNODES, NODE_RANK): node 0's
+    trainer holds the work dir while the other nodes check their config, so only node 0's
+    check probes the lock."""
+    from tools import train
+    holder(tmp_path / 'w')
+    monkeypatch.setenv('NODE_RANK', node_rank)
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    found, _, err, _ = run_main(train, 'configs/mixco_r18_tiny.py', '--check-only',
+                                '--work-dir', tmp_path / 'w')
+    assert found == code, err
+
+
 @pytest.mark.slow
 def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subprocess_env):
     proc = holder(tmp_path / 'w')
