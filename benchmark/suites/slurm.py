@@ -18,14 +18,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import submitit
 
-from benchmark.layout import SUITE_EVAL_LOG, SUITE_TRAIN_LOG
+from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG
 from benchmark.suites.claim import RunClaim
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
 from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job, wait_task
 from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.snapshot import SNAPSHOT_DIR, in_snapshot, snapshot_code
-from benchmark.suites.spec import SuiteError
+from benchmark.suites.spec import SuiteError, resolve_config
 
 # submitit's private names used here, each tested by name (tests/suites/test_suite_slurm.py).
 SUBMITIT_PRIVATE_API = ('JobEnvironment._usr_sig', 'AutoExecutor._executor')
@@ -45,6 +45,7 @@ PARAMETERS = {
     'max_requeues': 'max_num_timeout',  # requeues after reaching the time limit
     'extra': 'slurm_additional_parameters',  # any other sbatch option: dict(exclusive=True)
     'cluster': 'cluster',  # 'slurm', or 'local' (this machine, for trying a submission)
+    'nodes': 'nodes',  # set: one task per process over this many nodes (slurm_ranks)
 }
 CPUS_PER_PROCESS = 5
 SIGNAL_DELAY_S = 120
@@ -101,7 +102,14 @@ def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
     if cluster not in ('slurm', 'local'):
         raise SuiteError(f"{where}: slurm.cluster must be 'slurm' or 'local' (this machine), "
                          f'got {cluster!r}')
-    params: Dict[str, Any] = dict(name=name, nodes=1, tasks_per_node=1)  # one task per run
+    nodes = _positive_int(slurm, 'nodes', where)
+    if nodes is not None and procs % nodes:
+        raise SuiteError(f'{where}: slurm.nodes ({nodes}) must divide procs ({procs}): the '
+                         'same number of processes on each node')
+    per_node = procs // nodes if nodes else procs  # processes (and GPUs) on each node
+    # One task per run (torchrun starts its processes), or with `nodes` one task per process.
+    params: Dict[str, Any] = dict(name=name, nodes=nodes or 1,
+                                  tasks_per_node=per_node if nodes else 1)
     if slurm.get('time') is None:
         if cluster == 'slurm':
             raise SuiteError(f"{where}: slurm.time is missing: each task's time limit, e.g. "
@@ -113,13 +121,13 @@ def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
         except ValueError:
             raise SuiteError(f"{where}: slurm.time {slurm['time']!r} is not a SLURM time; use "
                              "e.g. '48:00:00', '2-00:00:00' or minutes (90)") from None
-    gpus = _positive_int(slurm, 'gpus_per_node', where, procs, low=0)
-    if gpus not in (0, procs):
-        raise SuiteError(f'{where}: slurm.gpus_per_node must be {procs} (one GPU per process, '
-                         f'procs = {procs}) or 0 (CPU processes), got {gpus}')
+    gpus = _positive_int(slurm, 'gpus_per_node', where, per_node, low=0)
+    if gpus not in (0, per_node):
+        raise SuiteError(f'{where}: slurm.gpus_per_node must be {per_node} (one GPU per process, '
+                         f'{per_node} process(es) per node) or 0 (CPU processes), got {gpus}')
     params['gpus_per_node'] = gpus
-    params['cpus_per_task'] = _positive_int(slurm, 'cpus_per_task', where,
-                                            CPUS_PER_PROCESS * procs)
+    params['cpus_per_task'] = _positive_int(slurm, 'cpus_per_task', where, CPUS_PER_PROCESS * (
+        1 if nodes else procs))
     delay = _positive_int(slurm, 'signal_delay_s', where, SIGNAL_DELAY_S)
     if delay >= params['timeout_min'] * 60:
         raise SuiteError(f"{where}: slurm.signal_delay_s ({delay} s) must be shorter than "
@@ -181,17 +189,21 @@ def run_task(runner, plan: RunPlan, code: Optional[Path] = None) -> RunTask:
     run, python = plan.run, runner.env['PYTHON']
     def where(cmd: List[str]) -> List[str]:
         return in_snapshot(cmd, code) if code is not None else cmd
+    ranks = runner.slurm.get('nodes') is not None  # one task per process: a rank's command
     train = None
     if plan.train in ('resume', 'start'):
-        train = Step('train', where(runner.train_command(plan)),
-                     str(Path(run.work_dir) / SUITE_TRAIN_LOG))
+        cmd = ([python, '-u', str(REPO_ROOT / 'tools' / 'train.py'), resolve_config(run.config),
+                '--launcher', 'pytorch', *runner.train_args(plan)] if ranks
+               else runner.train_command(plan))
+        train = Step('train', where(cmd), str(Path(run.work_dir) / SUITE_TRAIN_LOG))
     evals = [Step(e.name, where(runner.eval_command(run, e, python)),
                   str(Path(run.work_dir) / SUITE_EVAL_LOG.format(e.name)))
              for e in runner.suite.evaluations
              if not e.is_default and plan.evals.get(e.name) == 'todo']
     delay = runner.slurm.get('signal_delay_s') or SIGNAL_DELAY_S
     return RunTask(run.name, train, evals, python,
-                   checkpoint_wait_s=max(delay - REQUEUE_MARGIN_S, delay / 2))
+                   checkpoint_wait_s=max(delay - REQUEUE_MARGIN_S, delay / 2),
+                   ranks_in=run.work_dir if ranks else None)
 
 
 def submitit_folder(runner, plans: List[RunPlan]) -> Path:
@@ -227,7 +239,7 @@ def _finished(runner, index: int, plan: RunPlan, job, local: bool) -> Outcome:
                    f'killed before it wrote one); log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
     try:
-        result = job.result()
+        result = job.results()[0]  # a task per process: rank 0's result speaks for the run
     except Exception as err:  # submitit's FailedJobError / UncompletedJobError
         runner.out(f'{prefix} -> failed: {_error_line(err)}; log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)

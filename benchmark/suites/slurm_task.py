@@ -19,6 +19,7 @@ from submitit.core.job_environment import JobEnvironment
 from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
 from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
 from benchmark.suites.process import die_with_parent
+from benchmark.suites.slurm_ranks import rank_env, rendezvous
 
 
 @dataclass
@@ -115,8 +116,12 @@ class RunTask(submitit.helpers.Checkpointable):
     """
 
     def __init__(self, run: str, train: Optional[Step], evals: List[Step], python: str,
-                 checkpoint_wait_s: Optional[float] = None) -> None:
+                 checkpoint_wait_s: Optional[float] = None,
+                 ranks_in: Optional[str] = None) -> None:
         self.run, self.train, self.evals, self.python = run, train, evals, python
+        # One task per process (slurm.nodes): the run's work dir, where the rendezvous is said
+        # (`benchmark.suites.slurm_ranks`); the training command is then one rank's.
+        self.ranks_in = ranks_in
         # How long `checkpoint` waits for the child after the time-limit warning (None: until
         # it ends): less than the warning's lead, so the task is requeued before the limit.
         self.checkpoint_wait_s = checkpoint_wait_s
@@ -137,9 +142,9 @@ class RunTask(submitit.helpers.Checkpointable):
         signal.signal(sig, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
 
-    def _execute(self, step: Step) -> int:
+    def _execute(self, step: Step, extra_env: Optional[Dict[str, str]] = None) -> int:
         Path(step.log).parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHON=self.python)
+        env = dict(os.environ, PYTHON=self.python, **(extra_env or {}))
         sig = JobEnvironment._usr_sig()
         with open(step.log, 'a', encoding='utf-8') as handle:
             handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
@@ -214,7 +219,7 @@ class RunTask(submitit.helpers.Checkpointable):
             print(f'run {self.run}: SIGTERM, job {job} requeued by SLURM; it resumes when SLURM '
                   'starts it again', flush=True)
             raise SystemExit(PREEMPTED_EXIT_CODE)  # no result: submitit sees a requeued task
-        if state == 'PREEMPTED':
+        if state == 'PREEMPTED' and os.environ.get('SLURM_PROCID', '0') == '0':
             done = subprocess.run(['scontrol', 'requeue', job], capture_output=True, text=True,
                                   timeout=60)
             if done.returncode == 0:
@@ -233,9 +238,28 @@ class RunTask(submitit.helpers.Checkpointable):
         finally:
             signal.signal(signal.SIGTERM, previous)
 
+    def _train(self) -> int:
+        """Run the training step: the whole run, or (one task per process) this task's rank,
+        with the store of the task of rank 0 kept alive while it trains."""
+        if not self.ranks_in:
+            return self._execute(self.train)
+        job_env = submitit.JobEnvironment()
+        store, addr, port = rendezvous(self.ranks_in, job_env)
+        step = self.train  # rank 0 writes the run's log, each other rank one of its own
+        if job_env.global_rank:
+            step = Step(step.name, step.cmd, f'{step.log}.rank{job_env.global_rank}')
+        try:
+            return self._execute(step, rank_env(job_env, addr, port))
+        finally:
+            del store
+
     def _steps(self) -> Dict[str, Any]:
+        rank = int(os.environ.get('SLURM_PROCID', '0')) if self.ranks_in else 0
         if self.train and self.train.name not in self.done:
-            code = self._execute(self.train)
+            code = self._train()
+            if code == PREEMPTED_EXIT_CODE and rank:  # the job stops: rank 0's task acts on it
+                print(f'run {self.run}: rank {rank} stopped with the job (exit 143)', flush=True)
+                raise SystemExit(PREEMPTED_EXIT_CODE)
             if code == DIVERGED_EXIT_CODE:
                 self.diverged = True
             elif code == PREEMPTED_EXIT_CODE:
@@ -248,7 +272,7 @@ class RunTask(submitit.helpers.Checkpointable):
                                    f'log {self.train.log}')
             self.done.append(self.train.name)
         failed = {}
-        for step in self.evals:
+        for step in self.evals if rank == 0 else []:  # evaluated once, by rank 0's task
             if self.diverged or step.name in self.done:
                 continue
             if self._execute(step) == 0:

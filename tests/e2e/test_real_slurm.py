@@ -19,7 +19,7 @@ import benchmark.components  # noqa: F401
 from benchmark.harness.faults.runs import differing, load_weights
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
-from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, wait_for
+from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, tiny_config, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -193,3 +193,29 @@ def test_wait_ends_for_a_job_cancelled_before_it_ran(real_slurm, tmp_path):
             subprocess.run(['scancel', job], timeout=30)
     assert proc.returncode == 1, out
     assert 'left the queue without a result (cancelled, or killed before it wrote one)' in out
+
+
+def test_one_task_per_process_trains_as_torchrun_does(real_slurm, tmp_path, tiny_data,
+                                                      reference_2p):
+    """slurm.nodes = 1 on the real single-node SLURM: two tasks, one rank each, their ranks
+    from SLURM (srun), the rendezvous hosted by rank 0's task; the run ends with the weights of
+    the two-process torchrun run (`reference_2p`), bit for bit, and one record."""
+    name = f'realslurm_{uuid.uuid4().hex[:8]}'
+    config = tiny_config(tmp_path / 'tiny.py', tiny_data)
+    suite_file = tmp_path / f'{name}.py'
+    suite_file.write_text(
+        f"configs = [{config!r}]\nseeds = [0]\nprocs = 2\n"
+        "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
+        "nodes=1)\n")
+    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
+    cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
+           '--launcher', 'slurm', '--wait']
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out = finish(name, proc)
+    assert proc.returncode == 0, out[-3000:]
+    work = next((tmp_path / f'work_dirs/suites/{name}').glob('tiny-*'))
+    assert (work / 'suite_train.log.rank1').is_file()  # a task of its own for rank 1
+    assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
+    final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
+    assert differing(reference_2p.weights, final) == []
