@@ -70,15 +70,28 @@ def git_state() -> Dict[str, Any]:
             'diff_sha256': digest.hexdigest()}
 
 
-def cpu_model() -> str:
-    """The processor's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+def cpu_model(cpuinfo: Optional[str] = None) -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what ``platform`` knows. A name
+    without a model number (a hypervisor's 'AMD EPYC', 'Intel(R) Xeon(R) Processor') gets the
+    family, model and widest vector unit, which tell such machines apart:
+    'AMD EPYC (family 26, model 2, AVX-512)'."""
     try:
-        for line in Path('/proc/cpuinfo').read_text(errors='replace').splitlines():
-            if line.lower().startswith('model name'):
-                return line.split(':', 1)[1].strip()
+        text = Path('/proc/cpuinfo').read_text(errors='replace') if cpuinfo is None else cpuinfo
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        text = ''
+    fields: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(':')
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    name = fields.get('model name')
+    if not name:
+        return platform.processor() or platform.machine()
+    if any(ch.isdigit() for ch in name) or 'cpu family' not in fields:
+        return name
+    flags = fields.get('flags', '').split()
+    vector = 'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'
+    return f"{name} (family {fields['cpu family']}, model {fields.get('model', '?')}, {vector})"
 
 
 def host_info() -> Dict[str, Any]:

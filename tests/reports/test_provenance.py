@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from benchmark.reports import provenance
-from benchmark.reports.provenance import PACKAGES, git_state, host_info, package_versions
+from benchmark.reports.provenance import (PACKAGES, cpu_model, git_state, host_info,
+                                          package_versions)
 
 
 def test_package_versions():
@@ -86,3 +87,13 @@ def test_host_info_counts_the_cores_of_the_affinity_and_of_the_machine():
     finally:
         os.sched_setaffinity(0, mine)
     assert (info['cpu_cores'], info['machine_cores']) == (1, os.cpu_count())
+
+
+def test_a_cpu_named_without_a_number_gets_its_family_and_vector_unit():
+    hidden = ('processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n'
+              'model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f\n')
+    assert cpu_model(hidden) == 'AMD EPYC (family 26, model 2, AVX-512)'
+    older = hidden.replace(': 26', ': 25').replace(' avx512f', '')
+    assert cpu_model(older) == 'AMD EPYC (family 25, model 2, AVX2)'
+    named = 'cpu family\t: 6\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\n'
+    assert cpu_model(named) == 'Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz'
