@@ -56,7 +56,9 @@ DEMO_SEEDS ?= 0 1
 DEMO_RESULTS := results/suites/demo_digits
 
 demo: $(STAMP)
-	$(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS)
+	@if ls $(DEMO_RESULTS)/runs/*-random_init-*.json >/dev/null 2>&1; then \
+	  echo "random encoder: evaluated before (its record is in $(DEMO_RESULTS)/runs)"; \
+	else $(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS); fi
 	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS) --parallel 2 --publish README.md
 	@echo
 	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); monitor curves: $(DEMO_RESULTS)/curves.png"

@@ -50,8 +50,21 @@ def format_stat(stat: Optional[Dict[str, Any]], metric: str) -> str:
     return f"{text} (n={stat['n']}{na})"
 
 
+def signed(value: float, fmt: str, sign: str = '+') -> str:
+    """`value` formatted with `fmt` (and its sign with sign='+'); a value that rounds to zero
+    reads '+0.00' or '0.00', never '-0.00'."""
+    text = f'{value:{sign}{fmt}}'
+    if text.startswith('-'):
+        try:
+            if float(text) == 0:
+                return (sign or '') + text[1:]
+        except ValueError:
+            pass
+    return text
+
+
 def format_interval(ci: Optional[Sequence[float]], fmt: str, sign: str = '') -> str:
-    return f'[{ci[0]:{sign}{fmt}}, {ci[1]:{sign}{fmt}}]' if ci else ''
+    return f'[{signed(ci[0], fmt, sign)}, {signed(ci[1], fmt, sign)}]' if ci else ''
 
 
 def format_p(p: Optional[float]) -> str:
@@ -93,16 +106,16 @@ def delta_cell(compare: Optional[Dict[str, Any]]) -> str:
     fmt = METRIC_FORMATS[compare['metric']]
     paired = compare['paired']
     if not paired:
-        return f"{compare['delta']:+{fmt}} vs {compare['baseline_label']} (means)"
+        return f"{signed(compare['delta'], fmt)} vs {compare['baseline_label']} (means)"
     seeds = f"({paired['n']} paired seed{'s' * (paired['n'] > 1)})"
     if paired['ci'] is None:
-        per_seed = ', '.join(f'{d:+{fmt}}' for d in paired['diffs'])
+        per_seed = ', '.join(f'{signed(d, fmt)}' for d in paired['diffs'])
         why = ('' if paired['p'] is None else f"; no interval at the family's level "
                f"(1 − {format_p(compare.get('level'))}) from {paired['n']} seeds")
-        return (f"{paired['delta']:+{fmt}} vs {compare['baseline_label']} {seeds}; "
+        return (f"{signed(paired['delta'], fmt)} vs {compare['baseline_label']} {seeds}; "
                 f"per seed {per_seed}{why}")
     level = format_level(paired['ci_level'])
-    return (f"{paired['delta']:+{fmt}} {format_interval(paired['ci'], fmt, '+')} ({level}) vs "
+    return (f"{signed(paired['delta'], fmt)} {format_interval(paired['ci'], fmt, '+')} ({level}) vs "
             f"{compare['baseline_label']} {seeds}")
 
 
@@ -158,7 +171,7 @@ def paper_cell(gap: Optional[Dict[str, Any]]) -> str:
     if not gap:
         return ''
     fmt = METRIC_FORMATS[gap['metric']]
-    return (f"{gap['delta']:+{fmt}} vs {gap['paper']} ({PROTOCOLS.get(gap['protocol'], gap['protocol'])}, "
+    return (f"{signed(gap['delta'], fmt)} vs {gap['paper']} ({PROTOCOLS.get(gap['protocol'], gap['protocol'])}, "
             f"{gap['source']})")
 
 

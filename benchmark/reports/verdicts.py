@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from benchmark.names import METRIC_FORMATS, PROTOCOLS
 from benchmark.reports.leaderboard import GROUP
 from benchmark.reports.stats import ALPHA
-from benchmark.reports.tables import format_interval, format_level, format_p
+from benchmark.reports.tables import format_interval, format_level, format_p, signed
 
 Row = Dict[str, Any]
 UNITS = {'top1': 'top-1 points', 'davies_bouldin': 'Davies-Bouldin'}
@@ -61,19 +61,19 @@ def verdict(row: Row) -> Optional[str]:
     n, delta = paired['n'], paired['delta']
     family = (f" ({compare['family']} family of {compare['family_size']})"
               if compare.get('family') else '')
-    head = f"{_where(row, compare)}{family}: Δ {delta:+{fmt}} {units}, n = {n}"
+    head = f"{_where(row, compare)}{family}: Δ {signed(delta, fmt)} {units}, n = {n}"
     left = ('; left out of the pairing: ' + '; '.join(compare['left_out'])
             if compare.get('left_out') else '')
     result = compare.get('verdict')
     if result == 'too few seeds' or result is None:
-        per_seed = ', '.join(f'{d:+{fmt}}' for d in paired['diffs'])
+        per_seed = ', '.join(f'{signed(d, fmt)}' for d in paired['diffs'])
         need = (compare.get('plan') or {}).get('seeds_for_verdict') or paired['min_seeds']
         return (f"{head} (per seed {per_seed}): too few seeds for a verdict (min_seeds "
                 f"{paired['min_seeds']}); {need} paired seeds would make one possible at this "
                 f"family's level{left}.")
     interval = (f"{format_interval(paired['ci'], fmt, '+')} ({format_level(paired['ci_level'])} "
                 'sign-flip interval)' if paired['ci'] else
-                f"per seed {', '.join(f'{d:+{fmt}}' for d in paired['diffs'])} (no interval at "
+                f"per seed {', '.join(f'{signed(d, fmt)}' for d in paired['diffs'])} (no interval at "
                 f"the family's level from {n} seeds)")
     tests = f"sign-flip p = {format_p(paired['p'])}, Holm p = {format_p(compare['p_holm'])}"
     if result in ('better', 'worse'):

@@ -290,3 +290,12 @@ def test_tally_gives_a_family_size_counting_the_members_not_shown():
     assert 'Exploratory family (2 comparison(s) with the baseline, 1 of them here;' \
         in tally(shown)
     assert 'Exploratory family (2 comparison(s) with the baseline;' in tally(rows)
+
+
+def test_a_difference_that_rounds_to_zero_is_never_minus_zero():
+    from benchmark.reports.tables import format_interval, signed
+    assert [signed(x, '.2f') for x in (-1e-15, -0.004, 0.0, -0.006, 1.5)] == [
+        '+0.00', '+0.00', '+0.00', '-0.01', '+1.50']
+    assert signed(-1e-15, '.2f', '') == '0.00'
+    assert format_interval([-0.001, 2.0], '.2f', '+') == '[+0.00, +2.00]'
+    assert format_interval([-0.001, 2.0], '.2f') == '[0.00, 2.00]'
