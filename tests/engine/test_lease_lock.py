@@ -20,22 +20,22 @@ MOUNTS = """\
 30 22 0:40 / /scratch rw,relatime shared:9 - lustre 10.0.0.1@tcp:/fs rw,localflock,lazystatfs
 31 22 0:41 / /lustre rw,relatime - lustre 10.0.0.1@tcp:/fs2 rw,flock
 32 22 0:42 / /lustre/noflock rw,relatime - lustre 10.0.0.1@tcp:/fs3 rw
-40 22 0:50 / /home rw,relatime - nfs4 server:/home rw,vers=4.2,local_lock=none
+40 22 0:50 / /users rw,relatime - nfs4 server:/users rw,vers=4.2,local_lock=none
 41 22 0:51 / /data rw,relatime - nfs server:/data rw,vers=3,nolock
 42 22 0:52 / /nfsflock rw,relatime - nfs4 server:/x rw,local_lock=flock
 50 22 0:60 / /beegfs rw,relatime - beegfs beegfs_nodev rw,cfgFile=/etc/beegfs/beegfs-client.conf
 51 22 0:61 / /gpfs rw,relatime - gpfs gpfs0 rw
 60 22 0:70 / /my\\040work rw - fuse.sshfs host:/w rw,user_id=0
-61 22 0:71 / /tmp rw - tmpfs tmpfs rw
+61 22 0:71 / /run/shm rw - tmpfs tmpfs rw
 """
 
 
 @pytest.mark.parametrize('path, fstype, coherent', [
-    ('/work/x', 'ext4', True), ('/tmp/a', 'tmpfs', True),
+    ('/srv/x', 'ext4', True), ('/run/shm/a', 'tmpfs', True),
     ('/scratch/run', 'lustre', False),  # localflock: each client locks for itself
     ('/lustre/run', 'lustre', True),  # flock: coherent
     ('/lustre/noflock/run', 'lustre', False),  # the inner mount, without flock
-    ('/home/u/run', 'nfs4', True), ('/data/run', 'nfs', False), ('/nfsflock/r', 'nfs4', False),
+    ('/users/u/run', 'nfs4', True), ('/data/run', 'nfs', False), ('/nfsflock/r', 'nfs4', False),
     ('/beegfs/run', 'beegfs', False), ('/gpfs/run', 'gpfs', True),
     ('/my work/run', 'fuse.sshfs', False)])
 def test_the_mount_says_whether_flock_holds_across_machines(path, fstype, coherent):
