@@ -26,12 +26,12 @@ MOUNTS = """\
 50 22 0:60 / /beegfs rw,relatime - beegfs beegfs_nodev rw,cfgFile=/etc/beegfs/beegfs-client.conf
 51 22 0:61 / /gpfs rw,relatime - gpfs gpfs0 rw
 60 22 0:70 / /my\\040work rw - fuse.sshfs host:/w rw,user_id=0
-61 22 0:71 / /run/shm rw - tmpfs tmpfs rw
+61 22 0:71 / /ramdisk rw - tmpfs tmpfs rw
 """
 
 
 @pytest.mark.parametrize('path, fstype, coherent', [
-    ('/srv/x', 'ext4', True), ('/run/shm/a', 'tmpfs', True),
+    ('/srv/x', 'ext4', True), ('/ramdisk/a', 'tmpfs', True),
     ('/scratch/run', 'lustre', False),  # localflock: each client locks for itself
     ('/lustre/run', 'lustre', True),  # flock: coherent
     ('/lustre/noflock/run', 'lustre', False),  # the inner mount, without flock
