@@ -26,9 +26,10 @@ def leave_signals_to_trainer() -> None:
 
     The signals are blocked in the worker and taken by one thread with ``sigwaitinfo``, which
     sees who sent them (a Python signal handler does not). That needs the worker to be the only
-    thread of its process, as a forked worker is. A worker started by spawn or forkserver runs
-    other threads already (which a blocked mask would not cover) and its parent is not the
-    trainer; there, and where ``sigwaitinfo`` does not exist (macOS), both signals are ignored
+    thread of its process, as a forked worker usually is. A worker started by spawn or
+    forkserver runs other threads already (which a blocked mask would not cover) and its parent
+    is not the trainer, and a forked one does where a library restarts its threads in every
+    forked child (OpenTelemetry's exporters, which some tracking clients start, do); there, and where ``sigwaitinfo`` does not exist (macOS), both signals are ignored
     outright, and the worker ends when the trainer stops it or dies (torch's watchdog).
     """
     if not hasattr(signal, 'sigwaitinfo') or threading.active_count() > 1:
