@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import display_path, leaderboard_paths
+from benchmark.reports.aggregate_board import across_sections, aggregate_figures
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
@@ -34,8 +35,9 @@ def read_paper(path: Path) -> List[dict]:
 
 
 def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
-    """Write ``leaderboard.md``, ``leaderboard.csv`` and the interval plots (one PNG per section)
-    into ``results_dir``; return the paths.
+    """Write ``leaderboard.md``, ``leaderboard.csv``, the interval plots (one PNG per section)
+    and the aggregates' figures (performance profile, ranks) into ``results_dir``; return the
+    paths.
 
     Args:
         results_dir: The folder holding ``runs/*.json``.
@@ -50,9 +52,11 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     results_dir.mkdir(parents=True, exist_ok=True)
     md, csv_path = leaderboard_paths(str(results_dir))
-    figures = section_figures(rows, str(results_dir))
+    figures = {**section_figures(rows, str(results_dir)),
+               **aggregate_figures(rows, str(results_dir))}
     atomic_write_text(str(md), render_markdown(rows, generated, f'{display_path(results_dir)}/runs/*.json',
-                                               figures=figures, verdicts=verdicts(rows)))
+                                               figures=figures, verdicts=verdicts(rows),
+                                               across=across_sections(rows)))
     atomic_write_text(str(csv_path), render_csv(rows))
     print(f'{len(records)} record(s), {len(rows)} row(s)')
     return [md, csv_path] + [results_dir / name for name in figures.values()]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
+from benchmark.reports.aggregate_board import across_sections, aggregate_lines
 from benchmark.reports.comparisons import SUITE, main_metric
 from benchmark.reports.leaderboard import KEY, Row, backbone_label
 from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
@@ -131,7 +132,7 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
             'brackets; variants are never averaged with the default. Rows with status failed, '
             'queued or missing are runs or evaluations without a record yet.', '']
     tables = render_markdown(rows, generated, runs_glob, tool='tools/run_suite.py',
-                             figures=figures, verdicts=verdicts)
+                             figures=figures, verdicts=verdicts, across=across_sections(rows))
     lines = head + [tables.replace('\n## ', '\n### ').replace('\n### Accuracy', '\n#### Accuracy')
                     .replace('\n### Cluster', '\n#### Cluster'), '## Runs', '',
                     '| run | variant | seed | this time | log |', '|---|---|---|---|---|']
@@ -204,6 +205,10 @@ def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequen
         lines.append('')
         if figures.get(title):
             lines += [f'![intervals: {title}]({figures[title]})', '']
+        lines += aggregate_lines(group)
+        for kind in ('profile', 'ranks'):
+            if figures.get(f'{title} · {kind}'):
+                lines += [f"![{kind}: {title}]({figures[f'{title} · {kind}']})", '']
     if verdicts:
         lines += ['What the statistics support:', ''] + [f'- {v}' for v in verdicts] + ['']
     ran = '; '.join(f"{name}: {' | '.join(texts)}" for name, texts in settings.items() if texts)

@@ -24,6 +24,7 @@ from benchmark.suites.spec import Evaluation, Suite
 from benchmark.layout import SUITE_CURVES, display_path, leaderboard_paths
 from benchmark.names import RANDOM_INIT, canonical_data
 from benchmark.reports.comparisons import main_metric
+from benchmark.reports.aggregate_board import aggregate_figures
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows, row_label
 from benchmark.reports.records import load_records
@@ -151,7 +152,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                 cfg_options=', '.join(f'{k}={v}' for k, v in suite.cfg_options.items()),
                 evaluations=', '.join(e.name for e in suite.evaluations))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
-    figures = section_figures(rows, str(folder))
+    figures = {**section_figures(rows, str(folder)), **aggregate_figures(rows, str(folder))}
     said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{display_path(folder)}/runs/*.json',

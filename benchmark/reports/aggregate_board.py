@@ -1,0 +1,278 @@
+"""Aggregates across tasks on the leaderboard: per section, a line per method against its
+baseline over every task (evaluation data x protocol and its settings), the Friedman test with
+its critical difference over seeds, the performance profile and the rank figure.
+
+Tasks are the classification rows of ours run as the suite runs them (no variant, no override
+of their own, not legacy, status ok); their metric is top-1 accuracy in % everywhere, one
+scale, so values are aggregated as they are (no normalisation). Cluster indices (Davies-Bouldin,
+unbounded and lower-better) are not aggregated. The statistics are `benchmark.reports.aggregate`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from benchmark.names import BASELINES, PROTOCOLS, method_label, protocol_family
+from benchmark.reports import aggregate
+from benchmark.reports.comparisons import SECTION, SUITE
+from benchmark.reports.leaderboard import backbone_label, common_overrides
+from benchmark.reports.stats import ALPHA, MIN_SEEDS
+from benchmark.reports.tables import format_p, signed
+
+Row = Dict[str, Any]
+Task = Tuple[str, str, str]  # evaluation data, protocol, protocol settings
+COMPARED = frozenset(BASELINES) | frozenset(BASELINES.values())
+
+AGGREGATE_LEGEND = (
+    'Across tasks (rliable, Agarwal et al. 2021): a task is one evaluation data and protocol; '
+    'all are top-1 % (one scale, not normalised). IQM Δ: the interquartile mean (25%-trimmed) of '
+    'every task\'s seed-by-seed differences with the baseline; mean Δ: their mean. P(improve): '
+    'rliable\'s probability of improvement, P(method > baseline) over all pairs of their seeds '
+    '(ties half), averaged over tasks. Intervals: 95% percentile stratified bootstrap (2,000 '
+    'resamples, fixed seed) that resamples seeds jointly across the tasks evaluated on the same '
+    'checkpoints, each method\'s own for P(improve); shown from min_seeds seeds on; descriptive, '
+    'outside the families\' Holm. Friedman: over seeds as blocks (a seed gives every method the '
+    'same initialisation and data order; its tasks share its checkpoint, so tasks are not '
+    'independent blocks), each method\'s mean over the tasks at that seed; p by enumerating the '
+    'within-seed permutations of the ranks; CD: the critical difference of average ranks from '
+    'the same permutations (max-T, familywise alpha 0.05); the profile: the share of a task\'s '
+    'seeds above each top-1, averaged over tasks, with its bootstrap band.')
+
+
+def _own_overrides(row: Row, common: Dict[str, Any]) -> bool:
+    return any(common.get(k, object()) != v for k, v in row['overrides'].items())
+
+
+def section_tasks(group: Sequence[Row]) -> Dict[str, Dict[Task, Dict[int, float]]]:
+    """{method: {task: {seed: top-1}}} of one section's rows run as the suite runs them."""
+    ours = [r for r in group if r['source'] == SUITE]
+    common = common_overrides(ours)
+    out: Dict[str, Dict[Task, Dict[int, float]]] = {}
+    for row in ours:
+        if (row['status'] != 'ok' or row.get('variant') or row['legacy'] or not row['by_seed']
+                or protocol_family(row['protocol']) != 'classification'
+                or row['method'] not in COMPARED or _own_overrides(row, common)):
+            continue
+        task = (row['eval_data'], row['protocol'], row.get('protocol_settings', ''))
+        out.setdefault(row['method'], {})[task] = dict(row['by_seed'])
+    return out
+
+
+def task_label(task: Task) -> str:
+    return f'{PROTOCOLS.get(task[1], task[1])} on {task[0]}'
+
+
+def method_lines(by_method: Dict[str, Dict[Task, Dict[int, float]]], min_seeds: int,
+                 alpha: float = ALPHA) -> List[Dict[str, Any]]:
+    """Per method with a baseline in the section: its aggregates over the tasks both have."""
+    out = []
+    for method, tasks in sorted(by_method.items()):
+        base = by_method.get(BASELINES.get(method, ''))
+        shared = sorted(set(tasks) & set(base or {}))
+        if not shared:
+            continue
+        mine, theirs = [tasks[t] for t in shared], [base[t] for t in shared]
+        diffs = aggregate.paired_diffs(mine, theirs)
+        if not all(diffs):
+            continue
+        pooled = [d for task in diffs for d in task.values()]
+        paired_n = min(len(d) for d in diffs)
+        own_n = min(len(x) for x in mine + theirs)
+        line = dict(method=method, baseline=BASELINES[method], tasks=shared, seeds=paired_n,
+                    iqm=aggregate.iqm(pooled), mean=float(np.mean(pooled)),
+                    improve=aggregate.improvement(mine, theirs),
+                    iqm_ci=None, mean_ci=None, improve_ci=None)
+        if paired_n >= min_seeds:
+            line.update(iqm_ci=aggregate.interval(diffs, aggregate.iqm_draws, alpha),
+                        mean_ci=aggregate.interval(diffs, aggregate.mean_draws, alpha))
+        if own_n >= min_seeds:
+            line['improve_ci'] = aggregate.improvement_interval(mine, theirs, alpha)
+        out.append(line)
+    return out
+
+
+def rank_test(by_method: Dict[str, Dict[Task, Dict[int, float]]], min_seeds: int,
+              alpha: float = ALPHA) -> Optional[Dict[str, Any]]:
+    """The Friedman test over the seeds every method has on every shared task (None under 3
+    methods); 'why' says why it was not run."""
+    methods = sorted(by_method)
+    if len(methods) < 3:
+        return None
+    tasks = sorted(set.intersection(*(set(t) for t in by_method.values())))
+    seeds = sorted(set.intersection(*(set(by_method[m][t]) for m in methods for t in tasks))
+                   ) if tasks else []
+    out: Dict[str, Any] = dict(methods=methods, tasks=tasks, seeds=seeds)
+    if not tasks:
+        return dict(out, why='no task that every method has')
+    if len(seeds) < max(min_seeds, 2):
+        return dict(out, why=f'{len(seeds)} seed(s) shared by every method, under '
+                             f'min_seeds {min_seeds}')
+    values = [[float(np.mean([by_method[m][t][s] for t in tasks])) for m in methods]
+              for s in seeds]
+    return dict(out, **aggregate.friedman(values, True, alpha), why=None)
+
+
+def _ci(ci: Optional[Tuple[float, float]], fmt: str, sign: str) -> str:
+    """' [low, high]'; '' without one; a bootstrap that gave one value is no interval."""
+    if ci is None:
+        return ''
+    if signed(ci[0], fmt, sign) == signed(ci[1], fmt, sign):
+        return ' (every resample alike: no interval)'
+    return f' [{signed(ci[0], fmt, sign)}, {signed(ci[1], fmt, sign)}]'
+
+
+def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None) -> List[str]:
+    """Markdown of one section's aggregates ([] where no method has a baseline's tasks)."""
+    min_seeds = min_seeds or next((r.get('min_seeds') for r in group if r.get('min_seeds')),
+                                  MIN_SEEDS)
+    by_method = section_tasks(group)
+    lines = method_lines(by_method, min_seeds)
+    if not lines:
+        return []
+    tasks = sorted({t for line in lines for t in line['tasks']})
+    out = [f"Across tasks ({len(tasks)}: {', '.join(task_label(t) for t in tasks)}); Δ in "
+           'top-1 points, seed by seed against the baseline:', '',
+           '| method | vs | tasks | paired seeds | IQM Δ, 95% interval | mean Δ, 95% interval '
+           '| P(improve), 95% interval |', '|---|---|---|---|---|---|---|']
+    for line in lines:
+        short = '' if line['seeds'] >= min_seeds else f' (interval from {min_seeds} seeds)'
+        out.append(
+            f"| {method_label(line['method'])} | {method_label(line['baseline'])} | "
+            f"{len(line['tasks'])} | {line['seeds']} | "
+            f"{signed(line['iqm'], '.2f')}{_ci(line['iqm_ci'], '.2f', '+')}{short} | "
+            f"{signed(line['mean'], '.2f')}{_ci(line['mean_ci'], '.2f', '+')}{short} | "
+            f"{line['improve']:.2f}{_ci(line['improve_ci'], '.2f', '')}"
+            f"{'' if line['improve_ci'] else short} |")
+    test = rank_test(by_method, min_seeds)
+    if test is not None:
+        out += ['', rank_sentence(test)]
+    return out + ['', AGGREGATE_LEGEND, '']
+
+
+def _sections(rows: Sequence[Row]) -> Dict[str, List[Row]]:
+    """{section title: its rows}, titled as the tables title them."""
+    out: Dict[str, List[Row]] = {}
+    for row in rows:
+        backbone, epochs, data = (row[k] for k in SECTION)
+        out.setdefault(f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}',
+                       []).append(row)
+    return out
+
+
+def across_sections(rows: Sequence[Row]) -> Dict[str, List[str]]:
+    """{section title: the Markdown lines of its aggregates} for the sections that have any."""
+    out = {}
+    for title, members in _sections(rows).items():
+        lines = aggregate_lines(members)
+        if lines:
+            out[title] = lines
+    return out
+
+
+def rank_sentence(test: Dict[str, Any]) -> str:
+    names = [method_label(m) for m in test['methods']]
+    if test['why']:
+        return f"Friedman test over seeds ({', '.join(names)}): not run, {test['why']}."
+    order = sorted(zip(test['average_ranks'], names))
+    kind = 'exact' if test['exact'] else 'Monte Carlo'
+    return (f"Friedman test over {test['blocks']} seeds ({test['k']} methods, "
+            f"each one's mean over {len(test['tasks'])} task(s) per seed): chi-square "
+            f"{test['statistic']:.2f}, {kind} permutation p = {format_p(test['p'])} (smallest "
+            f"possible {format_p(test['smallest_p'])}); average ranks (1 = best) "
+            + ', '.join(f'{n} {r:.2f}' for r, n in order)
+            + f"; critical difference {test['cd']:.2f}.")
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+def plot_profile(by_method: Dict[str, Dict[Task, Dict[int, float]]], path: str, title: str,
+                 min_seeds: int) -> bool:
+    """The performance profile of every method of a section (bands from min_seeds seeds)."""
+    if not by_method:
+        return False
+    from matplotlib.figure import Figure  # a bare Figure: Agg, no pyplot global state
+    values = [v for tasks in by_method.values() for t in tasks.values() for v in t.values()]
+    low, high = min(values), max(values)
+    pad = max(0.5, 0.05 * (high - low))
+    taus = np.linspace(low - pad, high + pad, 241)
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    for method, tasks in sorted(by_method.items()):
+        series = list(tasks.values())
+        line, = ax.plot(taus, aggregate.profile(series, taus), label=method_label(method))
+        if min(len(s) for s in series) >= min_seeds:
+            band = aggregate.profile_band(series, taus)
+            ax.fill_between(taus, band[0], band[1], color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_xlabel('top-1 % (τ)')
+    ax.set_ylabel('fraction of seeds with top-1 > τ\n(averaged over tasks)')
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f'Performance profile · {title}', fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def plot_ranks(test: Dict[str, Any], path: str, title: str) -> bool:
+    """The critical-difference diagram: average ranks on a line, the CD as a bar, and a thick
+    line joining each maximal run of methods whose ranks are within the CD of each other."""
+    if not test or test.get('why'):
+        return False
+    from matplotlib.figure import Figure
+    names = [method_label(m) for m in test['methods']]
+    order = sorted(zip(test['average_ranks'], names))
+    k = len(order)
+    fig = Figure(figsize=(6.4, 1.2 + 0.3 * k))
+    ax = fig.add_subplot()
+    ax.set_xlim(0.5, k + 0.5)
+    ax.set_ylim(-0.4 * k - 1.0, 1.4)
+    ax.axhline(0, color='black', lw=1)
+    for r in range(1, k + 1):
+        ax.plot([r, r], [0, 0.12], color='black', lw=1)
+        ax.text(r, 0.22, str(r), ha='center', fontsize=8)
+    for i, (rank, name) in enumerate(order):
+        y = -0.7 - 0.4 * i
+        ax.plot([rank, rank], [0, y], color='grey', lw=0.8)
+        ax.text(rank + 0.05, y, f'{name} ({rank:.2f})', va='center', fontsize=8)
+    cd = test['cd']
+    ax.plot([1, 1 + cd], [1.0, 1.0], color='black', lw=2)
+    ax.text(1 + cd / 2, 1.1, f'CD {cd:.2f}', ha='center', fontsize=8)
+    runs = [(i, j) for i in range(k) for j in range(i + 1, k)
+            if order[j][0] - order[i][0] <= cd + 1e-12]
+    maximal = [(i, j) for i, j in runs if not any(a <= i and j <= b and (a, b) != (i, j)
+                                                   for a, b in runs)]
+    for depth, (i, j) in enumerate(maximal):
+        y = -0.2 - 0.12 * depth
+        ax.plot([order[i][0] - 0.03, order[j][0] + 0.03], [y, y], color='black', lw=3)
+    ax.axis('off')
+    ax.set_title(f'Average ranks over seeds · {title}', fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def aggregate_figures(rows: Sequence[Row], folder: str,
+                      min_seeds: Optional[int] = None) -> Dict[str, str]:
+    """The profile and rank figures of each section: {'<title> · profile' / '<title> · ranks':
+    file name} in `folder` (``profile.png`` and ``ranks.png`` for a single section, else named
+    after the section)."""
+    groups = _sections(rows)
+    out: Dict[str, str] = {}
+    for title, members in groups.items():
+        seeds = min_seeds or next((r.get('min_seeds') for r in members if r.get('min_seeds')),
+                                  MIN_SEEDS)
+        by_method = section_tasks(members)
+        if not method_lines(by_method, seeds):
+            continue
+        backbone, epochs, data = (members[0][k] for k in SECTION)
+        stem = '' if len(groups) == 1 else f'_{backbone}_{epochs}e_{data}'
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        name = f'profile{stem}.png'
+        if plot_profile(by_method, str(Path(folder) / name), title, seeds):
+            out[f'{title} · profile'] = name
+        name = f'ranks{stem}.png'
+        if plot_ranks(rank_test(by_method, seeds) or {}, str(Path(folder) / name), title):
+            out[f'{title} · ranks'] = name
+    return out
