@@ -123,8 +123,13 @@ def _ci(ci: Optional[Tuple[float, float]], fmt: str, sign: str) -> str:
     return f' [{signed(ci[0], fmt, sign)}, {signed(ci[1], fmt, sign)}]'
 
 
-def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None) -> List[str]:
-    """Markdown of one section's aggregates ([] where no method has a baseline's tasks)."""
+AGGREGATE_POINTER = "How these are made: the evaluation docs, 'Across tasks'."
+
+
+def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None,
+                    legend: str = AGGREGATE_LEGEND) -> List[str]:
+    """Markdown of one section's aggregates ([] where no method has a baseline's tasks),
+    closed by `legend`."""
     min_seeds = min_seeds or next((r.get('min_seeds') for r in group if r.get('min_seeds')),
                                   MIN_SEEDS)
     by_method = section_tasks(group)
@@ -133,22 +138,20 @@ def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None) -> Li
         return []
     tasks = sorted({t for line in lines for t in line['tasks']})
     out = [f"Across tasks ({len(tasks)}: {', '.join(task_label(t) for t in tasks)}); Δ in "
-           'top-1 points, seed by seed against the baseline:', '',
-           '| method | vs | tasks | paired seeds | IQM Δ, 95% interval | mean Δ, 95% interval '
+           f'top-1 points, seed by seed against the baseline; intervals from {min_seeds} seeds:',
+           '', '| method | vs | tasks | paired seeds | IQM Δ, 95% interval | mean Δ, 95% interval '
            '| P(improve), 95% interval |', '|---|---|---|---|---|---|---|']
     for line in lines:
-        short = '' if line['seeds'] >= min_seeds else f' (interval from {min_seeds} seeds)'
         out.append(
             f"| {method_label(line['method'])} | {method_label(line['baseline'])} | "
             f"{len(line['tasks'])} | {line['seeds']} | "
-            f"{signed(line['iqm'], '.2f')}{_ci(line['iqm_ci'], '.2f', '+')}{short} | "
-            f"{signed(line['mean'], '.2f')}{_ci(line['mean_ci'], '.2f', '+')}{short} | "
-            f"{line['improve']:.2f}{_ci(line['improve_ci'], '.2f', '')}"
-            f"{'' if line['improve_ci'] else short} |")
+            f"{signed(line['iqm'], '.2f')}{_ci(line['iqm_ci'], '.2f', '+')} | "
+            f"{signed(line['mean'], '.2f')}{_ci(line['mean_ci'], '.2f', '+')} | "
+            f"{line['improve']:.2f}{_ci(line['improve_ci'], '.2f', '')} |")
     test = rank_test(by_method, min_seeds)
     if test is not None:
         out += ['', rank_sentence(test)]
-    return out + ['', AGGREGATE_LEGEND, '']
+    return out + ['', legend, '']
 
 
 def _sections(rows: Sequence[Row]) -> Dict[str, List[Row]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
-from benchmark.reports.aggregate_board import across_sections, aggregate_lines
+from benchmark.reports.aggregate_board import AGGREGATE_POINTER, across_sections, aggregate_lines
 from benchmark.reports.comparisons import SUITE, main_metric
 from benchmark.reports.leaderboard import KEY, Row, backbone_label
 from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
@@ -205,7 +205,7 @@ def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequen
         lines.append('')
         if figures.get(title):
             lines += [f'![intervals: {title}]({figures[title]})', '']
-        lines += aggregate_lines(group)
+        lines += aggregate_lines(group, legend=AGGREGATE_POINTER)
         for kind in ('profile', 'ranks'):
             if figures.get(f'{title} · {kind}'):
                 lines += [f"![{kind}: {title}]({figures[f'{title} · {kind}']})", '']

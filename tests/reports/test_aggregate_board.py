@@ -67,7 +67,7 @@ def test_the_line_per_method_equals_naive_references_on_the_same_numbers():
 def test_under_min_seeds_the_point_shows_and_the_interval_waits():
     rows = suite(dict(mocov2=draw(3, 0, 1), mixco=draw(3, 1, 2)))
     text = '\n'.join(across_sections(rows)['ResNet-18 · 30 pretraining epochs · digits'])
-    assert '(interval from 5 seeds)' in text and '[' not in text.split('\n')[4]
+    assert 'intervals from 5 seeds' in text and '[' not in text.split('\n')[4]
     line = method_lines(section_tasks(rows), 5)[0]
     assert line['iqm_ci'] is None and line['improve_ci'] is None
 
