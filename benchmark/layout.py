@@ -52,6 +52,7 @@ SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: its array task's SLURM j
 SLURM_SUBMITTING_FILE = 'slurm_submitting'  # in a run's work dir: a submission not yet recorded
 SNAPSHOT_SOURCE_FILE = 'SOURCE.json'  # in a code snapshot's root: the checkout's git state
 SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
+SEQUENTIAL_FILE = 'sequential.json'  # in <results>/suites/<suite>/: --until-decided's design, looks
 
 
 def config_stem(config_path: str) -> str:

@@ -6,6 +6,7 @@ python tools/run_suite.py demo_digits --seeds 0 1 --only mixco     # two seeds, 
 python tools/run_suite.py paper_table1_r18 --launcher slurm --partition gpu   # one job array
 python tools/run_suite.py demo_digits --seeds 0 1 --publish README.md  # summary into a page
 python tools/run_suite.py demo_digits --seeds 0 1 --parallel 2 --procs 1   # 2 runs at once
+python tools/run_suite.py demo_digits --until-decided --max-seeds 12 --dry-run  # its looks
 
 A run whose records exist is skipped, one with checkpoints but no record resumes, the rest
 start: a killed suite restarted with the same command redoes nothing that finished. Records
@@ -56,6 +57,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='also put the summary (tables, verdicts, interval plot) into the '
                         'Markdown PAGE, between its lines <!-- results: NAME --> and '
                         '<!-- /results: NAME --> (figures go to figures/ beside it)')
+    parser.add_argument('--until-decided', action='store_true',
+                        help='train seeds in rounds until each primary comparison is decided '
+                        '(better, worse or equivalent), with a group-sequential design that '
+                        'keeps the error rate over all looks (docs/evaluation.md)')
+    parser.add_argument('--max-seeds', type=positive_int, metavar='N',
+                        help='--until-decided: at most N seeds per method (default 12)')
+    parser.add_argument('--round', type=positive_int, metavar='K',
+                        help='--until-decided: seeds added per round, one look after each '
+                        '(default 2)')
     parser.add_argument('--no-wandb', action='store_true', help='do not log the table to wandb')
     parser.add_argument('--debug', action='store_true', help='show tracebacks')
     return parser.parse_args(argv)
@@ -63,6 +73,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)  # a SuiteError (a ValueError) is one line through run_tool
+    if not args.until_decided and (args.max_seeds or args.round):
+        raise ValueError('--max-seeds and --round go with --until-decided')
     return run_suite(args.suite, dry_run=args.dry_run, only=args.only,
                      launcher=args.launcher, seeds=args.seeds,
                      results_root=args.results_root, work_root=args.work_root,
@@ -70,6 +82,7 @@ def main(argv=None) -> int:
                      paper=None if args.paper.lower() == 'none' else Path(args.paper),
                      use_wandb=not args.no_wandb, publish_to=args.publish, wait=args.wait,
                      parallel=args.parallel, procs=args.procs,
+                     until_decided=(args.max_seeds or 12, args.round or 2) if args.until_decided else None,
                      out=lambda *a, **k: print(*a, **{**k, 'flush': True}))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -21,14 +22,15 @@ from benchmark.engine.tracking import (probe_wandb_server, wandb_missing, wandb_
 from benchmark.suites.plan import RunPlan, index_records, run_records
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.spec import Evaluation, Suite
-from benchmark.layout import SUITE_CURVES, display_path, leaderboard_paths
-from benchmark.names import RANDOM_INIT, canonical_data
+from benchmark.layout import SEQUENTIAL_FILE, SUITE_CURVES, display_path, leaderboard_paths
+from benchmark.names import RANDOM_INIT, canonical_data, method_label
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.aggregate_board import aggregate_figures
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows, row_label
 from benchmark.reports.records import load_records
 from benchmark.reports.render import read_paper
+from benchmark.reports.sequential import summary_lines
 from benchmark.reports.suite_board import (CLASSIFICATION_PROTOCOLS, SUITE_SUMMARY, hardware,
                                            monitor_series, paper_beside_ours, plot_monitor_curves,
                                            summary_markdown, suite_markdown)
@@ -128,9 +130,12 @@ def _run_rows(plans: List[RunPlan], outcomes: Dict[str, Outcome]) -> List[Dict[s
 
 
 def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
-                 paper: Optional[Path], use_wandb: bool = True) -> List[Path]:
+                 paper: Optional[Path], use_wandb: bool = True,
+                 sequential: bool = False) -> List[Path]:
     """Write the suite's page (leaderboard.md), leaderboard.csv, summary.md (the compact block
-    `--publish` puts into a page), the interval plots and curves.png; return their paths."""
+    `--publish` puts into a page), the interval plots and curves.png; return their paths.
+    `sequential`: add the decisions of ``--until-decided`` (its state file) to the page and
+    the summary."""
     by_name = {o.run.name: o for o in outcomes}
     found = read_suite_records(suite.record_dirs)
     records = suite_records(suite, plans, found, by_name)
@@ -154,13 +159,17 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     figures = {**section_figures(rows, str(folder)), **aggregate_figures(rows, str(folder))}
     said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
+    block = ''
+    state = folder / SEQUENTIAL_FILE
+    if sequential and state.is_file():  # --until-decided's decisions, look by look
+        block = '\n'.join(summary_lines(json.loads(state.read_text()), method_label))
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{display_path(folder)}/runs/*.json',
                                               SUITE_CURVES if has_curves else '',
-                                              figures=figures, verdicts=said))
+                                              figures=figures, verdicts=said) + block)
     summary = folder / SUITE_SUMMARY
     atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
-                                                     hardware(found)))
+                                                     hardware(found)) + block)
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
     paths = ([md, csv_path, summary] + [folder / name for name in figures.values()]

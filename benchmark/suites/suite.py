@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.registry import DATASETS
 
@@ -22,6 +22,8 @@ from benchmark.suites.publish import check_page, publish
 from benchmark.reports.suite_board import SUITE_SUMMARY
 from benchmark.suites.runner import SuiteRunner
 from benchmark.suites.spec import Suite, SuiteError, expand_suite, read_suite
+from benchmark.suites import until_decided as seq
+from benchmark.reports import sequential
 from benchmark.layout import suite_config
 from benchmark.names import DATA_TYPES
 
@@ -60,11 +62,14 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
               partition: Optional[str] = None, paper: Optional[Path] = None,
               use_wandb: bool = True, out: Callable[..., None] = print,
               publish_to: Optional[str] = None, wait: bool = False, parallel: int = 1,
-              procs: Optional[int] = None) -> int:
+              procs: Optional[int] = None, until_decided: Optional[Tuple[int, int]] = None
+              ) -> int:
     """Run a suite; the exit status (0 all ok, 1 some step failed, 143 interrupted).
     `publish_to`: a Markdown page whose block of this suite receives its summary. `wait`: with
     the SLURM launcher, wait for the submitted array to end before rendering.
     `parallel`: local runs at once; `procs`: processes per run instead of the suite's.
+    `until_decided`: (max seeds, seeds per round): train seeds in rounds until the primary
+    family is decided (`benchmark.suites.until_decided`) instead of the suite's seeds.
 
     Raises:
         SuiteError: A bad suite file, option, config or data root (before anything starts).
@@ -75,6 +80,16 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
             check_page(publish_to, suite.name)
         except ValueError as err:
             raise SuiteError(str(err)) from None
+    if until_decided is not None:
+        if seeds or only:
+            raise SuiteError('--until-decided chooses the seeds itself: drop --seeds and --only')
+        if launcher == 'slurm' and not wait:
+            raise SuiteError('--until-decided with --launcher slurm needs --wait: each look '
+                             'waits for the runs of its round')
+        return _until_decided(suite, until_decided, dict(
+            results_root=results_root, work_root=work_root, procs=procs, launcher=launcher,
+            partition=partition, out=out, parallel=parallel, wait=wait), dry_run, paper,
+            use_wandb, publish_to)
     chosen = set(select(suite, only))
     runner = SuiteRunner(suite, launcher, partition, out=out,  # checks the launcher's settings
                          parallel=parallel, wait=wait)
@@ -112,3 +127,72 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
         return PREEMPTED_EXIT_CODE
     failed = any(not o.ok or o.failed_evals for o in outcomes)
     return 1 if failed else 0
+
+
+def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], dry_run: bool,
+                   paper: Optional[Path], use_wandb: bool, publish_to: Optional[str]) -> int:
+    """`run_suite --until-decided`: the looks still to take, then the table of every seed
+    trained (with the design's block), published where asked."""
+    out = how['out']
+    max_seeds, round_size = limits
+    methods = {run.info['method'] for run in suite.runs if not run.variant}
+    path = seq.state_path(suite.results_dir)
+    outcomes: list = []
+    failed: List[str] = []
+
+    def records() -> List[dict]:
+        return read_suite_records(suite.record_dirs)
+
+    def expanded(seeds: List[int]) -> Suite:
+        return expand_suite(suite.path, seeds, how['results_root'], how['work_root'],
+                            how['procs'])
+
+    def train(need: set, seeds: List[int]) -> bool:
+        now = expanded(seeds)
+        runner = SuiteRunner(now, how['launcher'], how['partition'], out=out,
+                             parallel=how['parallel'], wait=how['wait'])
+        plans = [p for p in plan_suite(now, read_suite_records(now.record_dirs))
+                 if p.run.info['method'] in need and not p.run.variant]
+        check_data_roots(now, plans)
+        done = runner.run(plans)
+        outcomes.extend(done)
+        failed.extend(o.run.name for o in done if not o.ok or o.failed_evals)
+        return runner.interrupted is None and not failed
+
+    out(f'suite {suite.name}: until decided, at most {max_seeds} seeds per method, '
+        f'{round_size} per round; methods {", ".join(sorted(methods))}; design and looks in {path}')
+    if dry_run:
+        state = seq.read_state(path) or seq.make_state(
+            records, train, methods, suite.seeds, suite.policy, max_seeds, round_size, out,
+            dry_run=True)
+        if state is None:
+            out(f'no record of every method yet: the first round trains seeds '
+                f'{seq.seed_sequence(suite.seeds, min(suite.policy.min_seeds, max_seeds))} of '
+                'each method, then the design is fixed from the family it finds')
+            return 0
+        have = max([look['seeds'] for look in state['looks']], default=0)
+        for line in sequential.plan_lines(sequential.design_from(state['design']),
+                                          len(methods), have or seq.recorded_seeds(
+                                              records(), methods)):
+            out(line)
+        return 0
+    state = seq.until_decided(path, records, train, methods, suite.seeds, suite.policy,
+                              max_seeds, round_size, out)
+    trained = max([look['seeds'] for look in state.get('looks', [])], default=0)
+    final = expanded(seq.seed_sequence(suite.seeds, max(trained, 1)))
+    plans = [p for p in plan_suite(final, records()) if p.train in ('done', 'diverged')
+             and not p.run.variant]
+    interrupted = bool(state.get('interrupted')) and not failed
+    paths = render_suite(final, plans, outcomes, paper, use_wandb=use_wandb and not interrupted,
+                         sequential=True)
+    out(f"leaderboard: {paths[0]} (and {', '.join(p.name for p in paths[1:])})")
+    if failed:
+        out(f"run(s) failed: {', '.join(failed)}; the design waits at its next look: fix them "
+            'and run the same command again')
+        return 1
+    if interrupted:
+        return PREEMPTED_EXIT_CODE
+    if publish_to:
+        written = publish(publish_to, suite.name, Path(suite.results_dir) / SUITE_SUMMARY)
+        out(f"published: {', '.join(str(p) for p in written)}")
+    return 0
