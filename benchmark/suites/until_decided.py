@@ -144,11 +144,21 @@ def until_decided(state_path: Path, records: Records, train: Train, methods: Set
         state.pop('interrupted', None)
         write_state(state_path, state)
         still = sequential.open_comparisons(state)
-        out(f"until decided: look {index + 1}: decided {', '.join(look['decided']) or 'none'}; "
-            f"open {', '.join(still) or 'none'}")
+        out(f"until decided: look {index + 1}: decided "
+            f"{', '.join(_short(k, judged) for k in look['decided']) or 'none'}; "
+            f"open {', '.join(_short(k) for k in still) or 'none'}")
         if not still:
             break
     return state
+
+
+def _short(key: str, judged: Optional[Dict] = None) -> str:
+    """'mixco knn on digits' (and ' better' with its look's judgement) for a comparison."""
+    method, data, protocol, _ = key.split('|')
+    verdict = ''
+    if judged is not None:
+        verdict = ' ' + judged[tuple(key.split('|'))]['verdict']
+    return f'{method} {protocol} on {data}{verdict}'
 
 
 def state_path(results_dir: str) -> Path:
