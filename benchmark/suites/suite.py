@@ -41,6 +41,13 @@ def select(suite: Suite, pattern: Optional[str]) -> List[str]:
     return picked
 
 
+def block_name(suite: Suite, until_decided: bool = False) -> str:
+    """The name of the suite's block in a page (its markers, its figures' prefix): the suite's
+    name; with --until-decided '<name>_until_decided', so that the same suite's fixed-seed
+    block elsewhere keeps its own figures."""
+    return f'{suite.name}_until_decided' if until_decided else suite.name
+
+
 def check_data_roots(suite: Suite, plans: List[RunPlan]) -> None:
     """Every data root a step of `plans` reads exists with its layout, before anything starts."""
     for plan in plans:
@@ -77,7 +84,7 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
     suite = expand_suite(str(suite_config(path)), seeds, results_root, work_root, procs)
     if publish_to:
         try:
-            check_page(publish_to, suite.name)
+            check_page(publish_to, block_name(suite, until_decided is not None))
         except ValueError as err:
             raise SuiteError(str(err)) from None
     if until_decided is not None:
@@ -156,8 +163,10 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
         check_data_roots(now, plans)
         done = runner.run(plans)
         outcomes.extend(done)
+        if runner.interrupted is not None:  # stopped: its runs resume on the next command
+            return False
         failed.extend(o.run.name for o in done if not o.ok or o.failed_evals)
-        return runner.interrupted is None and not failed
+        return not failed
 
     out(f'suite {suite.name}: until decided, at most {max_seeds} seeds per method, '
         f'{round_size} per round; methods {", ".join(sorted(methods))}; design and looks in {path}')
@@ -191,8 +200,11 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
             'and run the same command again')
         return 1
     if interrupted:
+        out(f"interrupted: {len(state.get('looks', []))} look(s) taken; run the same command "
+            'to continue the design (the round\'s runs resume)')
         return PREEMPTED_EXIT_CODE
     if publish_to:
-        written = publish(publish_to, suite.name, Path(suite.results_dir) / SUITE_SUMMARY)
+        written = publish(publish_to, block_name(suite, True),
+                          Path(suite.results_dir) / SUITE_SUMMARY)
         out(f"published: {', '.join(str(p) for p in written)}")
     return 0

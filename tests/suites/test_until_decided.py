@@ -113,12 +113,21 @@ def test_the_state_file_records_the_design_and_every_look(tmp_path):
         read_state(tmp_path / 'bad.json')
 
 
-def test_the_dry_run_prints_the_design_and_the_most_runs(capsys):
+def test_the_dry_run_prints_the_design_and_the_most_runs(capsys, tmp_path):
     from tools.run_suite import main
     assert main(['demo_digits', '--until-decided', '--max-seeds', '10', '--dry-run',
-                 '--results-root', 'nowhere-yet', '--no-wandb']) == 0
+                 '--results-root', str(tmp_path / 'r'), '--no-wandb']) == 0
     text = capsys.readouterr().out
     assert 'until decided, at most 10 seeds per method, 2 per round' in text
     assert 'the first round trains seeds [0, 1, 2, 3, 4] of each method' in text
     with pytest.raises(ValueError, match='--max-seeds and --round go with --until-decided'):
         main(['demo_digits', '--max-seeds', '10', '--dry-run'])
+
+
+def test_its_block_in_a_page_is_apart_from_the_suites_fixed_seed_block(tmp_path):
+    from tools.run_suite import main
+    page = tmp_path / 'page.md'
+    page.write_text('<!-- results: demo_digits -->\n<!-- /results: demo_digits -->\n')
+    with pytest.raises(ValueError, match='<!-- results: demo_digits_until_decided -->'):
+        main(['demo_digits', '--until-decided', '--dry-run', '--publish', str(page),
+              '--results-root', str(tmp_path / 'r'), '--no-wandb'])
