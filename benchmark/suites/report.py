@@ -162,7 +162,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     block = ''
     state = folder / SEQUENTIAL_FILE
     if sequential and state.is_file():  # --until-decided's decisions, look by look
-        block = '\n'.join(summary_lines(json.loads(state.read_text()), method_label))
+        block = '\n' + '\n'.join(summary_lines(json.loads(state.read_text()), method_label))
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{display_path(folder)}/runs/*.json',
                                               SUITE_CURVES if has_curves else '',
