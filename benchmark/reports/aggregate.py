@@ -12,9 +12,10 @@ naive loop in ``tests/reports/test_aggregate.py``.
   of X's and Y's seeds of a task (unpaired, Mann-Whitney's U / (n m)), averaged over tasks.
 - `profile`: rliable's performance profile (score distribution): at each threshold tau the
   fraction of a task's seeds scoring above tau, averaged over tasks.
-- `stratified`: the stratified bootstrap. rliable resamples the runs of each task independently;
-  here the tasks that evaluate the same checkpoints (the same seed set) form one stratum whose
-  seeds are resampled *jointly*, keeping each seed's tasks together. Percentile intervals.
+- `resample`: the stratified bootstrap. rliable resamples the runs of each task independently;
+  here the tasks that evaluate the same checkpoints (that share a seed) form one stratum whose
+  seeds are resampled *jointly*, keeping each seed's tasks together; a task without a value
+  for a drawn seed (an NA evaluation) leaves that draw out. Percentile intervals.
 - `friedman`: the Friedman test over blocks, exact by enumerating every within-block
   permutation of the methods' ranks (Monte Carlo above `EXACT_MAX_PATTERNS`), with the
   critical difference of average ranks from the same permutation distribution (the largest
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,35 +76,43 @@ def paired_diffs(mine: Tasks, theirs: Tasks, higher: bool = True) -> List[Dict[i
 # -- the stratified bootstrap --------------------------------------------------------------------
 
 def strata(tasks: Tasks) -> List[Tuple[Tuple[int, ...], List[int]]]:
-    """(seed set, task indices) of the tasks evaluated on the same seeds: one stratum each."""
-    groups: Dict[Tuple[int, ...], List[int]] = {}
+    """(seeds, task indices) of the groups of tasks that share checkpoints: tasks that have a
+    seed in common are in one stratum (transitively), its seeds the union of theirs. A task
+    missing a seed (an NA evaluation) stays in its stratum."""
+    groups: List[Tuple[set, List[int]]] = []
     for index, task in enumerate(tasks):
-        groups.setdefault(tuple(sorted(task)), []).append(index)
-    return sorted(groups.items())
+        seeds, members = set(task), [index]
+        for other in [g for g in groups if g[0] & seeds]:
+            groups.remove(other)
+            seeds |= other[0]
+            members = other[1] + members
+        groups.append((seeds, members))
+    return sorted((tuple(sorted(seeds)), sorted(members)) for seeds, members in groups)
 
 
 def resample(tasks: Tasks, rng: np.random.Generator, reps: int = REPS) -> List[np.ndarray]:
-    """`reps` stratified bootstrap samples of every task: per task an array (reps, its seeds).
-    Within a stratum one draw of seeds (with replacement) serves all its tasks."""
+    """`reps` stratified bootstrap samples of every task: per task an array (reps, the seeds of
+    its stratum), NaN where a drawn seed has no value in that task. Within a stratum one draw of
+    seeds (with replacement) serves all its tasks."""
     out: List[Optional[np.ndarray]] = [None] * len(tasks)
     for seeds, members in strata(tasks):
         picks = rng.integers(0, len(seeds), size=(reps, len(seeds)))
         for index in members:
-            values = np.array([tasks[index][s] for s in seeds], dtype=float)
+            values = np.array([tasks[index].get(s, np.nan) for s in seeds], dtype=float)
             out[index] = values[picks]
     return out  # type: ignore[return-value]
 
 
 def percentile(draws: np.ndarray, alpha: float) -> Tuple[float, float]:
-    """The percentile interval of bootstrap draws (along axis 0)."""
-    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2], axis=0)
+    """The percentile interval of bootstrap draws (along axis 0), NaN draws left out."""
+    low, high = np.nanquantile(draws, [alpha / 2, 1 - alpha / 2], axis=0)
     return low, high
 
 
 def interval(tasks: Tasks, statistic: Callable[[np.ndarray], np.ndarray], alpha: float = 0.05,
              reps: int = REPS, seed: int = BOOT_SEED) -> Tuple[float, float]:
     """The stratified-bootstrap percentile interval of `statistic` of the pooled values
-    (`statistic` maps an array (reps, values) to (reps,))."""
+    (`statistic` maps an array (reps, values), NaN for a missing value, to (reps,))."""
     rng = np.random.default_rng(seed)
     draws = statistic(np.concatenate(resample(tasks, rng, reps), axis=1))
     low, high = percentile(draws, alpha)
@@ -110,11 +120,26 @@ def interval(tasks: Tasks, statistic: Callable[[np.ndarray], np.ndarray], alpha:
 
 
 def iqm_draws(pooled: np.ndarray) -> np.ndarray:
-    return stats.trim_mean(pooled, TRIM, axis=1)
+    if not np.isnan(pooled).any():
+        return stats.trim_mean(pooled, TRIM, axis=1)
+    return np.array([stats.trim_mean(row[~np.isnan(row)], TRIM) if (~np.isnan(row)).any()
+                     else np.nan for row in pooled])
 
 
 def mean_draws(pooled: np.ndarray) -> np.ndarray:
-    return pooled.mean(axis=1)
+    with warnings.catch_warnings():  # a resample without any value: NaN, left out
+        warnings.simplefilter('ignore', RuntimeWarning)
+        return np.nanmean(pooled, axis=1)
+
+
+def _pairs_present(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`_pairs` over the pairs where both values are present (NaN: no value), per rep."""
+    valid = ~np.isnan(x)[..., :, None] & ~np.isnan(y)[..., None, :]
+    gt = ((x[..., :, None] > y[..., None, :]) & valid).sum(axis=(-2, -1))
+    eq = ((x[..., :, None] == y[..., None, :]) & valid).sum(axis=(-2, -1))
+    count = valid.sum(axis=(-2, -1))
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return (gt + 0.5 * eq) / count
 
 
 def improvement_interval(mine: Tasks, theirs: Tasks, alpha: float = 0.05, reps: int = REPS,
@@ -123,7 +148,7 @@ def improvement_interval(mine: Tasks, theirs: Tasks, alpha: float = 0.05, reps: 
     the tasks that share them), as rliable resamples X and Y independently."""
     rng = np.random.default_rng(seed)
     xs, ys = resample(mine, rng, reps), resample(theirs, rng, reps)
-    draws = np.mean([_pairs(x, y) for x, y in zip(xs, ys)], axis=0)
+    draws = np.nanmean([_pairs_present(x, y) for x, y in zip(xs, ys)], axis=0)
     low, high = percentile(draws, alpha)
     return float(low), float(high)
 
@@ -133,9 +158,12 @@ def profile_band(tasks: Tasks, taus: Sequence[float], alpha: float = 0.05, reps:
     """The pointwise stratified-bootstrap band of `profile` at each tau."""
     rng = np.random.default_rng(seed)
     taus = np.asarray(taus, dtype=float)
-    draws = np.mean([(sample[:, :, None] > taus).mean(axis=1)
-                     for sample in resample(tasks, rng, reps)], axis=0)
-    return percentile(draws, alpha)
+    shares = []
+    for sample in resample(tasks, rng, reps):
+        present = (~np.isnan(sample)).sum(axis=1)[:, None]
+        with np.errstate(invalid='ignore', divide='ignore'):
+            shares.append((sample[:, :, None] > taus).sum(axis=1) / present)
+    return percentile(np.nanmean(shares, axis=0), alpha)
 
 
 # -- Friedman over blocks, exact -----------------------------------------------------------------
@@ -183,7 +211,9 @@ def friedman(values: Sequence[Sequence[float]], higher: bool = True,
     spread = (totals.max(axis=1) - totals.min(axis=1)) / n
     cd = float(np.quantile(spread, 1 - alpha, method='higher'))
     top = float(np.isclose(score, score.max()).mean())
-    chi2 = float(stats.friedmanchisquare(*data.T).statistic) if k >= 3 and n >= 2 else None
+    tied = bool((block_ranks == block_ranks[:, :1]).all())  # scipy's chi-square is NaN then
+    chi2 = (float(stats.friedmanchisquare(*data.T).statistic) if k >= 3 and n >= 2
+            and not tied else None)
     return dict(statistic=chi2, p=p, exact=exact, average_ranks=observed / n, cd=cd,
                 smallest_p=top if exact else 1 / (len(score) + 1), blocks=n, k=k)
 

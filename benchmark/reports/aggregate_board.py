@@ -27,17 +27,20 @@ COMPARED = frozenset(BASELINES) | frozenset(BASELINES.values())
 
 AGGREGATE_LEGEND = (
     'Across tasks (rliable, Agarwal et al. 2021): a task is one evaluation data and protocol; '
-    'all are top-1 % (one scale, not normalised). IQM Δ: the interquartile mean (25%-trimmed) of '
-    'every task\'s seed-by-seed differences with the baseline; mean Δ: their mean. P(improve): '
+    'all are top-1 % (one scale, not normalised). IQM Δ: rliable\'s estimator, the interquartile '
+    'mean (25%-trimmed), of every task\'s seed-by-seed differences with the baseline (not the '
+    'difference of two IQMs); mean Δ: their mean. P(improve): '
     'rliable\'s probability of improvement, P(method > baseline) over all pairs of their seeds '
     '(ties half), averaged over tasks. Intervals: 95% percentile stratified bootstrap (2,000 '
     'resamples, fixed seed) that resamples seeds jointly across the tasks evaluated on the same '
-    'checkpoints, each method\'s own for P(improve); shown from min_seeds seeds on; descriptive, '
+    'checkpoints, each method\'s own for P(improve) (as rliable; ignoring the pairing of seeds '
+    'makes it wider); shown from min_seeds seeds on; descriptive, '
     'outside the families\' Holm. Friedman: over seeds as blocks (a seed gives every method the '
     'same initialisation and data order; its tasks share its checkpoint, so tasks are not '
     'independent blocks), each method\'s mean over the tasks at that seed; p by enumerating the '
     'within-seed permutations of the ranks; CD: the critical difference of average ranks from '
-    'the same permutations (max-T, familywise alpha 0.05); the profile: the share of a task\'s '
+    'the same permutations (max-T: familywise alpha 0.05 when all methods are alike); the '
+    'profile: the share of a task\'s '
     'seeds above each top-1, averaged over tasks, with its bootstrap band.')
 
 
@@ -70,13 +73,12 @@ def method_lines(by_method: Dict[str, Dict[Task, Dict[int, float]]], min_seeds: 
     out = []
     for method, tasks in sorted(by_method.items()):
         base = by_method.get(BASELINES.get(method, ''))
-        shared = sorted(set(tasks) & set(base or {}))
+        shared = [t for t in sorted(set(tasks) & set(base or {}))
+                  if set(tasks[t]) & set(base[t])]  # tasks with a paired seed
         if not shared:
             continue
         mine, theirs = [tasks[t] for t in shared], [base[t] for t in shared]
         diffs = aggregate.paired_diffs(mine, theirs)
-        if not all(diffs):
-            continue
         pooled = [d for task in diffs for d in task.values()]
         paired_n = min(len(d) for d in diffs)
         own_n = min(len(x) for x in mine + theirs)
@@ -180,9 +182,10 @@ def rank_sentence(test: Dict[str, Any]) -> str:
         return f"Friedman test over seeds ({', '.join(names)}): not run, {test['why']}."
     order = sorted(zip(test['average_ranks'], names))
     kind = 'exact' if test['exact'] else 'Monte Carlo'
+    chi2 = test['statistic']
     return (f"Friedman test over {test['blocks']} seeds ({test['k']} methods, "
             f"each one's mean over {len(test['tasks'])} task(s) per seed): chi-square "
-            f"{test['statistic']:.2f}, {kind} permutation p = {format_p(test['p'])} (smallest "
+            f"{'— (every seed ties every method)' if chi2 is None else format(chi2, '.2f')}, {kind} permutation p = {format_p(test['p'])} (smallest "
             f"possible {format_p(test['smallest_p'])}); average ranks (1 = best) "
             + ', '.join(f'{n} {r:.2f}' for r, n in order)
             + f"; critical difference {test['cd']:.2f}.")

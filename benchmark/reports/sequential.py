@@ -6,13 +6,16 @@ a growing set of seeds and stopping once a comparison reads better or worse woul
 error rate if every look used the full alpha. Here the family's alpha is *spent* over the
 looks planned in advance (Lan & DeMets 1983): look i, at n_i of at most N seeds, may use
 ``alpha_i = A(n_i / N) - A(n_(i-1) / N)`` with the linear spending function ``A(t) = alpha t``
-(the power family of Kim & DeMets 1987 with rho = 1). Each look judges the whole family with
-the exact sign-flip test and Holm at alpha_i (the leaderboard's own procedure), so a false
-verdict at look i has probability at most alpha_i whatever happened before, and over all looks
-at most ``sum(alpha_i) = alpha`` (Bonferroni over the looks: valid for the exact, discrete test
-without the normal approximation that tighter group-sequential boundaries rest on). A
+(the power family of Kim & DeMets 1987 with rho = 1). Each look judges the whole family on
+the design's first n_i seeds with the exact sign-flip test and Holm at alpha_i, comparisons
+decided before counting as p = 1; Holm being monotone, its better/worse verdicts are a subset
+of what Holm on the look's own p-values would say, so (unconditionally) a false one at look i
+has probability at most alpha_i and over all looks at most ``sum(alpha_i) = alpha`` (a
+Bonferroni bound over the looks; an exact joint boundary over the looks could be tighter). A
 comparison is decided at the first look where it reads better, worse or (with a declared
-margin) equivalent at that look's level; it keeps that decision.
+margin) equivalent at that look's level; it keeps that decision. A look at which no verdict is
+possible (the sign-flip test's smallest p above its level) is left out of the design and its
+alpha goes to the next look.
 
 The first look is the first n (at least min_seeds and the seeds already recorded) at which the
 sign-flip test can reach its level (2 / 2^n <= alpha_1 / m for a family of m); then one look
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmark.names import PROTOCOLS
+from benchmark.reports import stats
 from benchmark.reports.comparisons import StatsPolicy
 from benchmark.reports.leaderboard import build_rows
 
@@ -67,6 +71,9 @@ def make_design(start: int, max_seeds: int, round_size: int, family_size: int,
     """
     if round_size < 1:
         raise ValueError(f'--round {round_size}: add at least 1 seed per round')
+    if start > max_seeds:
+        raise ValueError(f'{start} seeds of every method are recorded already, more than '
+                         f'--max-seeds {max_seeds}: raise --max-seeds to at least {start}')
     first = max(start, min_seeds, 2)
     while first <= max_seeds and smallest_p(first) > spent(first, max_seeds, alpha) / family_size:
         first += 1
@@ -77,10 +84,15 @@ def make_design(start: int, max_seeds: int, round_size: int, family_size: int,
         raise ValueError(f'--max-seeds {max_seeds} is too few for a verdict: a family of '
                          f'{family_size} comparison(s) at alpha {alpha:g} needs at least {need} '
                          'paired seeds at its last look')
-    looks = list(range(first, max_seeds, round_size)) + [max_seeds]
-    alphas, before = [], 0.0
-    for n in looks:
-        alphas.append(spent(n, max_seeds, alpha) - before)
+    looks: List[int] = []
+    alphas: List[float] = []
+    before = 0.0
+    for n in list(range(first, max_seeds, round_size)) + [max_seeds]:
+        level = spent(n, max_seeds, alpha) - before
+        if n < max_seeds and smallest_p(n) > level / family_size:
+            continue  # no verdict possible at this look: its alpha goes to the next one
+        looks.append(n)
+        alphas.append(level)
         before = spent(n, max_seeds, alpha)
     return Design(alpha, max_seeds, round_size, family_size, tuple(looks), tuple(alphas))
 
@@ -100,16 +112,33 @@ def primary(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return [r for r in rows if (r.get('compare') or {}).get('family') == 'primary']
 
 
-def judge(records: Sequence[dict], policy: StatsPolicy, level: float) -> Dict[Key, Dict]:
-    """Each primary comparison of the records judged at `level` (Holm within the family):
-    {key: dict(verdict, n, delta, p, p_holm, baseline)}."""
-    rows = build_rows(records, (), replace(policy, alpha=level))
+def judge(records: Sequence[dict], policy: StatsPolicy, level: float,
+          closed: Sequence[str] = (), seeds: Optional[Sequence[int]] = None
+          ) -> Dict[Key, Dict]:
+    """Each primary comparison judged at `level` on the records of `seeds` (the design's first
+    n; None: all), Holm within the family with the comparisons decided at earlier looks
+    (`closed`, '|'-joined keys) counted as p = 1: {key: dict(verdict, n, delta, p, p_holm,
+    baseline)}. Holm is monotone, so this rejects no more than Holm on the look's own p-values
+    would: a false verdict at a look has probability at most its level."""
+    if seeds is not None:
+        chosen = set(seeds)
+        records = [r for r in records if int(r['seed']) in chosen]
+    rows = primary(build_rows(records, (), replace(policy, alpha=level)))
+    pvalues = [1.0 if '|'.join(key_of(r)) in closed or r['compare']['paired']['p'] is None
+               else r['compare']['paired']['p'] for r in rows]
     out = {}
-    for row in primary(rows):
+    for row, p_holm in zip(rows, stats.holm(pvalues)):
         compare, paired = row['compare'], row['compare']['paired']
-        out[key_of(row)] = dict(verdict=compare['verdict'], n=paired['n'],
-                                delta=paired['delta'], p=paired['p'], p_holm=compare['p_holm'],
-                                baseline=compare['baseline'])
+        if not paired['enough']:
+            verdict = 'too few seeds'
+        elif p_holm <= level:
+            verdict = 'better' if (paired['delta'] > 0) == compare['higher'] else 'worse'
+        elif compare['verdict'] == 'equivalent':
+            verdict = 'equivalent'
+        else:
+            verdict = 'undecided'
+        out[key_of(row)] = dict(verdict=verdict, n=paired['n'], delta=paired['delta'],
+                                p=paired['p'], p_holm=p_holm, baseline=compare['baseline'])
     return out
 
 

@@ -163,8 +163,8 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
         check_data_roots(now, plans)
         done = runner.run(plans)
         outcomes.extend(done)
-        if runner.interrupted is not None:  # stopped: its runs resume on the next command
-            return False
+        if runner.interrupted is not None or any(o.state == 'interrupted' for o in done):
+            return False  # stopped (here, or a run pre-empted): its runs resume next time
         failed.extend(o.run.name for o in done if not o.ok or o.failed_evals)
         return not failed
 
@@ -182,7 +182,7 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
         have = max([look['seeds'] for look in state['looks']], default=0)
         for line in sequential.plan_lines(sequential.design_from(state['design']),
                                           len(methods), have or seq.recorded_seeds(
-                                              records(), methods)):
+                                              records(), methods, suite.seeds)):
             out(line)
         return 0
     state = seq.until_decided(path, records, train, methods, suite.seeds, suite.policy,

@@ -54,15 +54,28 @@ def write_state(path: Path, state: Dict[str, Any]) -> None:
     atomic_write_text(str(path), json.dumps(state, indent=1, sort_keys=True) + '\n')
 
 
-def recorded_seeds(records: List[dict], methods: Set[str]) -> int:
-    """How many seeds of the sequence every method has an ok record of."""
+def recorded_seeds(records: List[dict], methods: Set[str], suite_seeds: Sequence[int] = ()
+                   ) -> int:
+    """How many seeds of the sequence, from its first on, every method has an ok record of."""
     have = [{int(r['seed']) for r in records if r['method'] == m and r.get('status') == 'ok'}
             for m in methods]
-    return min((len(h) for h in have), default=0)
+    if not have:
+        return 0
+    common = set.intersection(*have)
+    n = 0
+    while seed_sequence(suite_seeds, n + 1)[-1] in common:
+        n += 1
+    return n
 
 
-def _check_design(state: Dict[str, Any], max_seeds: int, round_size: int, path: Path) -> None:
+def _check_design(state: Dict[str, Any], max_seeds: int, round_size: int, path: Path,
+                  methods: Set[str], alpha: float) -> None:
     design = state['design']
+    if sorted(methods) != state.get('methods', sorted(methods)) or alpha != design['alpha']:
+        raise SuiteError(f"{path} holds a design for the methods {', '.join(state['methods'])} "
+                         f"at alpha {design['alpha']:g}, and the suite now has "
+                         f"{', '.join(sorted(methods))} at alpha {alpha:g}; remove the file to "
+                         'start a new design')
     if (design['max_seeds'], design['round']) != (max_seeds, round_size):
         raise SuiteError(
             f"{path} holds a design with --max-seeds {design['max_seeds']} --round "
@@ -88,7 +101,7 @@ def make_state(records: Records, train: Train, methods: Set[str], suite_seeds: S
     """A new design, once every method has records to count the family from: first trains up
     to min_seeds seeds where a method has none (not in a dry run: None then)."""
     found = records()
-    if recorded_seeds(found, methods) == 0:
+    if recorded_seeds(found, methods, suite_seeds) == 0:
         if dry_run:
             return None
         seeds = seed_sequence(suite_seeds, min(policy.min_seeds, max_seeds))
@@ -102,11 +115,11 @@ def make_state(records: Records, train: Train, methods: Set[str], suite_seeds: S
                          'its baseline on a primary protocol); see the suite keys primary and '
                          'evaluations')
     try:
-        design = sequential.make_design(recorded_seeds(found, methods), max_seeds, round_size,
-                                        size, policy.alpha, policy.min_seeds)
+        design = sequential.make_design(recorded_seeds(found, methods, suite_seeds), max_seeds,
+                                        round_size, size, policy.alpha, policy.min_seeds)
     except ValueError as err:
         raise SuiteError(str(err)) from None
-    return dict(design=design.as_dict(), looks=[],
+    return dict(design=design.as_dict(), looks=[], methods=sorted(methods),
                 started=datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC'))
 
 
@@ -117,7 +130,7 @@ def until_decided(state_path: Path, records: Records, train: Train, methods: Set
     Stops early, the state saved, where `train` says it was interrupted (state['interrupted'])."""
     state = read_state(state_path)
     if state:
-        _check_design(state, max_seeds, round_size, state_path)
+        _check_design(state, max_seeds, round_size, state_path, methods, policy.alpha)
     else:
         made = make_state(records, train, methods, suite_seeds, policy, max_seeds, round_size,
                           out)
@@ -138,7 +151,8 @@ def until_decided(state_path: Path, records: Records, train: Train, methods: Set
         if not train(need, seeds):
             state['interrupted'] = True
             return state
-        judged = sequential.judge(records(), policy, design.alphas[index])
+        judged = sequential.judge(records(), policy, design.alphas[index],
+                                  closed=list(sequential.decided(state)), seeds=seeds)
         look = sequential.take_look(state, design, index, judged)
         state['looks'].append(look)
         state.pop('interrupted', None)

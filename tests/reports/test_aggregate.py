@@ -90,6 +90,27 @@ def test_tasks_on_the_same_checkpoints_are_resampled_jointly_and_strata_independ
     assert abs(np.corrcoef(a.mean(axis=1), c.mean(axis=1))[0, 1]) < 0.15
 
 
+def test_a_task_missing_a_seed_stays_with_the_tasks_of_its_checkpoints():
+    """An NA evaluation of one seed must not make its task an independent stratum: that would
+    resample two views of the same checkpoints independently and narrow the interval."""
+    values = RNG.normal(0, 1, size=8)
+    whole = {s: float(v) for s, v in enumerate(values)}
+    short = {s: v for s, v in whole.items() if s != 7}
+    assert aggregate.strata([whole, short]) == [(tuple(range(8)), [0, 1])]
+    a, b = aggregate.resample([whole, short], np.random.default_rng(0), reps=300)
+    present = ~np.isnan(b)
+    assert np.array_equal(a[present], b[present]) and (~present).any()
+    alone = aggregate.interval([whole], aggregate.mean_draws, reps=1000)
+    both = aggregate.interval([whole, short], aggregate.mean_draws, reps=1000)
+    assert both[1] - both[0] == pytest.approx(alone[1] - alone[0], rel=0.1)
+    for statistic in (aggregate.iqm_draws, aggregate.mean_draws):
+        low, high = aggregate.interval([whole, short], statistic, reps=300)
+        assert low < high and not np.isnan(low)
+    assert aggregate.improvement_interval([whole, short], [short, whole], reps=300)[0] < 0.5
+    band = aggregate.profile_band([whole, short], [0.0], reps=300)
+    assert 0 < band[0][0] <= band[1][0] < 1
+
+
 def naive_interval(tasks, statistic, alpha, reps, seed):
     """A loop over resamples, drawing in the same order as the vectorised code."""
     rng = np.random.default_rng(seed)

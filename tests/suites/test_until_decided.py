@@ -29,6 +29,31 @@ def test_the_looks_spend_alpha_and_start_where_a_verdict_is_possible():
         sequential.make_design(2, 6, 2, family_size=2)
 
 
+def test_a_look_where_no_verdict_is_possible_passes_its_alpha_on():
+    design = sequential.make_design(2, 12, 1, family_size=4)
+    assert design.looks == (8, 10, 11, 12)  # at 9 seeds 2/2^9 > (0.05 / 12) / 4: left out
+    assert design.alphas[1] == pytest.approx(0.05 * 2 / 12)  # look 10 spends 9's share too
+    assert all(sequential.smallest_p(n) <= a / 4 for n, a in zip(design.looks, design.alphas))
+    assert sum(design.alphas) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match='15 seeds of every method are recorded already, more '
+                                         'than --max-seeds 12: raise --max-seeds to at least 15'):
+        sequential.make_design(15, 12, 2, 2)
+
+
+def test_a_comparison_decided_before_counts_as_p_1_and_only_the_looks_seeds_count():
+    stand_in = StandIn(Model(shift=4.0, seed_sd=0.3), np.random.default_rng(3))
+    stand_in.train({BASELINE, METHOD}, list(range(10)))
+    everything = sequential.judge(stand_in(), StatsPolicy(), 0.05)
+    first8 = sequential.judge(stand_in(), StatsPolicy(), 0.05, seeds=range(8))
+    assert {j['n'] for j in everything.values()} == {10} and {
+        j['n'] for j in first8.values()} == {8}
+    keys = sorted(everything)
+    closed = sequential.judge(stand_in(), StatsPolicy(), 0.05, closed=['|'.join(keys[0])])
+    ps = sorted(j['p'] for j in everything.values())
+    assert closed[keys[1]]['p_holm'] == pytest.approx(min(1.0, 2 * everything[keys[1]]['p']))
+    assert everything[keys[1]]['p_holm'] <= closed[keys[1]]['p_holm'] and ps[0] < 0.05
+
+
 def test_seed_sequence_takes_the_suites_seeds_then_the_next_ones():
     assert seed_sequence([3, 1, 2], 5) == [1, 2, 3, 4, 5]
     assert seed_sequence([], 3) == [0, 1, 2]
@@ -47,7 +72,7 @@ def test_no_difference_keeps_the_familys_error_over_all_looks_at_most_alpha():
     assert got['looks'] == [8, 10, 12]
 
 
-def test_an_effect_is_decided_early_with_fewer_seeds_than_the_fixed_design_of_that_power():
+def test_an_effect_is_mostly_decided_at_the_first_look():
     got = simulate(Model(shift=2.0), reps=60, seed=2)
     assert got['false'] == 0 and got['better'] >= 0.8
     assert got['seeds'] < 10  # most decided at the first look (8 seeds)
