@@ -68,6 +68,29 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
+SIGNALS_KEPT = ('SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGCHLD')
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_they_were():
+    """Each test leaves the process's signal handlers and mask as it found them: a hook that
+    installs its handler (PreemptionHook, held signals) must not change how a later test in
+    the same worker behaves."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    names = [getattr(signal, n) for n in SIGNALS_KEPT if hasattr(signal, n)]
+    handlers = {sig: signal.getsignal(sig) for sig in names}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), as are the
     tests of the gloo process pair (tests/methods/conftest.py) and the tests elsewhere marked
