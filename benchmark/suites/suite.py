@@ -171,7 +171,10 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
     out(f'suite {suite.name}: until decided, at most {max_seeds} seeds per method, '
         f'{round_size} per round; methods {", ".join(sorted(methods))}; design and looks in {path}')
     if dry_run:
-        state = seq.read_state(path) or seq.make_state(
+        state = seq.read_state(path)
+        if state:
+            seq.check_design(state, max_seeds, round_size, path, methods, suite.policy.alpha)
+        state = state or seq.make_state(
             records, train, methods, suite.seeds, suite.policy, max_seeds, round_size, out,
             dry_run=True)
         if state is None:

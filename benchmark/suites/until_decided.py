@@ -68,7 +68,7 @@ def recorded_seeds(records: List[dict], methods: Set[str], suite_seeds: Sequence
     return n
 
 
-def _check_design(state: Dict[str, Any], max_seeds: int, round_size: int, path: Path,
+def check_design(state: Dict[str, Any], max_seeds: int, round_size: int, path: Path,
                   methods: Set[str], alpha: float) -> None:
     design = state['design']
     if sorted(methods) != state.get('methods', sorted(methods)) or alpha != design['alpha']:
@@ -130,7 +130,7 @@ def until_decided(state_path: Path, records: Records, train: Train, methods: Set
     Stops early, the state saved, where `train` says it was interrupted (state['interrupted'])."""
     state = read_state(state_path)
     if state:
-        _check_design(state, max_seeds, round_size, state_path, methods, policy.alpha)
+        check_design(state, max_seeds, round_size, state_path, methods, policy.alpha)
     else:
         made = make_state(records, train, methods, suite_seeds, policy, max_seeds, round_size,
                           out)

@@ -156,3 +156,14 @@ def test_its_block_in_a_page_is_apart_from_the_suites_fixed_seed_block(tmp_path)
     with pytest.raises(ValueError, match='<!-- results: demo_digits_until_decided -->'):
         main(['demo_digits', '--until-decided', '--dry-run', '--publish', str(page),
               '--results-root', str(tmp_path / 'r'), '--no-wandb'])
+
+
+def test_a_dry_run_against_a_recorded_design_with_other_limits_is_refused(tmp_path):
+    from tools.run_suite import main
+    stand_in = StandIn(Model(), np.random.default_rng(6))
+    stand_in.train({BASELINE, METHOD}, [0, 1])
+    folder = tmp_path / 'r' / 'suites' / 'demo_digits'
+    run(stand_in, folder / 'sequential.json')
+    with pytest.raises(ValueError, match='holds a design with --max-seeds 12 --round 2'):
+        main(['demo_digits', '--until-decided', '--max-seeds', '10', '--dry-run',
+              '--results-root', str(tmp_path / 'r'), '--no-wandb'])
