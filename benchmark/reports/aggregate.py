@@ -45,13 +45,6 @@ def iqm(values: Sequence[float]) -> float:
     return float(stats.trim_mean(np.asarray(values, dtype=float).ravel(), TRIM))
 
 
-def _pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """P(X > Y) + P(X = Y) / 2 over all pairs, along the last axis of x and y."""
-    gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
-    eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
-    return gt + 0.5 * eq
-
-
 def improvement(mine: Tasks, theirs: Tasks) -> float:
     """rliable's probability of improvement of `mine` over `theirs`, averaged over tasks."""
     return float(np.mean([_pairs(np.array(list(x.values()), float),
@@ -132,8 +125,9 @@ def mean_draws(pooled: np.ndarray) -> np.ndarray:
         return np.nanmean(pooled, axis=1)
 
 
-def _pairs_present(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """`_pairs` over the pairs where both values are present (NaN: no value), per rep."""
+def _pairs(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(X > Y) + P(X = Y) / 2 over all pairs along the last axis of x and y where both values
+    are present (NaN: no value)."""
     valid = ~np.isnan(x)[..., :, None] & ~np.isnan(y)[..., None, :]
     gt = ((x[..., :, None] > y[..., None, :]) & valid).sum(axis=(-2, -1))
     eq = ((x[..., :, None] == y[..., None, :]) & valid).sum(axis=(-2, -1))
@@ -148,7 +142,7 @@ def improvement_interval(mine: Tasks, theirs: Tasks, alpha: float = 0.05, reps: 
     the tasks that share them), as rliable resamples X and Y independently."""
     rng = np.random.default_rng(seed)
     xs, ys = resample(mine, rng, reps), resample(theirs, rng, reps)
-    draws = np.nanmean([_pairs_present(x, y) for x, y in zip(xs, ys)], axis=0)
+    draws = np.nanmean([_pairs(x, y) for x, y in zip(xs, ys)], axis=0)
     low, high = percentile(draws, alpha)
     return float(low), float(high)
 

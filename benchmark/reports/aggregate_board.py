@@ -17,7 +17,7 @@ import numpy as np
 from benchmark.names import BASELINES, PROTOCOLS, method_label, protocol_family
 from benchmark.reports import aggregate
 from benchmark.reports.comparisons import SECTION, SUITE
-from benchmark.reports.leaderboard import backbone_label, common_overrides
+from benchmark.reports.leaderboard import common_overrides, section_title
 from benchmark.reports.stats import ALPHA, MIN_SEEDS
 from benchmark.reports.tables import format_p, signed
 
@@ -161,8 +161,7 @@ def _sections(rows: Sequence[Row]) -> Dict[str, List[Row]]:
     out: Dict[str, List[Row]] = {}
     for row in rows:
         backbone, epochs, data = (row[k] for k in SECTION)
-        out.setdefault(f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}',
-                       []).append(row)
+        out.setdefault(section_title(backbone, epochs, data), []).append(row)
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Sequence
 
 from benchmark.names import PROTOCOLS
 from benchmark.reports.comparisons import SUITE, main_metric
-from benchmark.reports.leaderboard import GROUP, backbone_label
+from benchmark.reports.leaderboard import GROUP, section_title
 from benchmark.reports.stats import MIN_SEEDS
 
 Row = Dict[str, Any]
@@ -106,7 +106,7 @@ def section_figures(rows: Sequence[Row], folder: str, stem: str = 'intervals') -
     out = {}
     Path(folder).mkdir(parents=True, exist_ok=True)
     for (backbone, epochs, data), members in groups.items():
-        title = f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+        title = section_title(backbone, epochs, data)
         name = (f'{stem}.png' if len(groups) == 1
                 else f'{stem}_{backbone}_{epochs}e_{data}.png')
         if plot_intervals(members, str(Path(folder) / name), title):

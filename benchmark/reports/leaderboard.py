@@ -59,6 +59,11 @@ def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]
     return dict(stats.mean_interval(values), na=list(na), text=None)
 
 
+def section_title(backbone: str, epochs: Any, data: str) -> str:
+    """'ResNet-18 · 30 pretraining epochs · digits': a section's title in tables and figures."""
+    return f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+
+
 def row_label(method: str, variant: str = '') -> str:
     """The method's label ('MixCo (MoCo-v2)' for mixco, `names.method_label`), with a variant's
     overrides: 'MixCo (MoCo-v2) [model.mix_temperature=0.1]'."""

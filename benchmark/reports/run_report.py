@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from benchmark.names import METRIC_FORMATS, PROTOCOLS, canonical_backbone, canonical_data
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.interval_plot import plot_intervals
-from benchmark.reports.leaderboard import GROUP, backbone_label, build_rows
+from benchmark.reports.leaderboard import GROUP, build_rows, section_title
 from benchmark.reports.records import load_records
 from benchmark.reports.tables import delta_cell, interval_cell, test_cell
 
@@ -184,7 +184,7 @@ def among_records(record: Dict[str, Any], results_dir: Path, folder: Path) -> Li
         lines.append(f"| {row['protocol']} | {_cell(row['label'])} | {metric} | {stat.get('n')} "
                      f"| {text} {interval} | {_cell(delta_cell(row['compare']))} "
                      f"| {_cell(test_cell(row['compare']))} |")
-    title = f'{backbone_label(section[0])} · {section[1]} pretraining epochs · {section[2]}'
+    title = section_title(*section[:3])
     if plot_intervals(rows, str(folder / 'intervals.png'), title):
         lines += ['', '![intervals of the section](intervals.png)']
     return lines

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
 from benchmark.reports.aggregate_board import AGGREGATE_POINTER, across_sections, aggregate_lines
 from benchmark.reports.comparisons import SUITE, main_metric
-from benchmark.reports.leaderboard import KEY, Row, backbone_label
+from benchmark.reports.leaderboard import KEY, Row, section_title
 from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
                                       render_markdown, sections, test_cell, verdict_cell)
 
@@ -184,7 +184,7 @@ def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequen
              f'records of {where}; regenerated with the tables, never typed._', '']
     settings: Dict[str, List[str]] = {}  # protocol label -> its settings as run, in order
     for (backbone, epochs, data), group in sections(rows).items():
-        title = f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+        title = section_title(backbone, epochs, data)
         mine = [r for r in group if r['source'] == SUITE
                 and protocol_family(r['protocol']) == 'classification']
         if not mine:

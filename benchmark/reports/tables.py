@@ -19,7 +19,8 @@ from benchmark.names import ACCURACY, CLUSTER, METRICS, METRIC_FORMATS, PROTOCOL
 from benchmark.reports import stats
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.leaderboard import (GROUP, LEGACY_MARK, LEGACY_NOTE, SUITE, Row,
-                                           backbone_label, common_overrides, override_text)
+                                           common_overrides, override_text,
+                                           section_title)
 
 LEGEND = (
     'Cells are mean ± sample std (ddof=1) over seeds, n = number of seeds (a seed recorded twice '
@@ -249,7 +250,7 @@ def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/r
     if verdicts:
         lines += ['', 'What the statistics support:', ''] + [f'- {v}' for v in verdicts]
     for (backbone, epochs, data), group in sections(rows).items():
-        title = f'{backbone_label(backbone)} · {epochs} pretraining epochs · {data}'
+        title = section_title(backbone, epochs, data)
         lines += ['', f'## {title}']
         shared = common_overrides(group)
         if shared and sum(r['source'] == SUITE and not r['legacy'] for r in group) > 1:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -22,6 +21,7 @@ from benchmark.engine.tracking import (probe_wandb_server, wandb_missing, wandb_
 from benchmark.suites.plan import RunPlan, index_records, run_records
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.spec import Evaluation, Suite
+from benchmark.suites.until_decided import read_state
 from benchmark.layout import SEQUENTIAL_FILE, SUITE_CURVES, display_path, leaderboard_paths
 from benchmark.names import RANDOM_INIT, canonical_data, method_label
 from benchmark.reports.comparisons import main_metric
@@ -162,7 +162,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     block = ''
     state = folder / SEQUENTIAL_FILE
     if sequential and state.is_file():  # --until-decided's decisions, look by look
-        block = '\n' + '\n'.join(summary_lines(json.loads(state.read_text()), method_label))
+        block = '\n' + '\n'.join(summary_lines(read_state(state), method_label))
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{display_path(folder)}/runs/*.json',
                                               SUITE_CURVES if has_curves else '',

@@ -69,10 +69,12 @@ def recorded_seeds(records: List[dict], methods: Set[str], suite_seeds: Sequence
 
 
 def check_design(state: Dict[str, Any], max_seeds: int, round_size: int, path: Path,
-                  methods: Set[str], alpha: float) -> None:
+                 methods: Set[str], alpha: float) -> None:
+    """The recorded design is the one this command asks for, else one line saying so."""
     design = state['design']
-    if sorted(methods) != state.get('methods', sorted(methods)) or alpha != design['alpha']:
-        raise SuiteError(f"{path} holds a design for the methods {', '.join(state['methods'])} "
+    recorded = state.get('methods', sorted(methods))
+    if sorted(methods) != recorded or alpha != design['alpha']:
+        raise SuiteError(f"{path} holds a design for the methods {', '.join(recorded)} "
                          f"at alpha {design['alpha']:g}, and the suite now has "
                          f"{', '.join(sorted(methods))} at alpha {alpha:g}; remove the file to "
                          'start a new design')
