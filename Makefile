@@ -39,12 +39,16 @@ install-gpu: $(STAMP)
 	$(FAISS_GPU)
 	$(PY) -m pip list 2>/dev/null | grep -i '^faiss'
 
+# --maxschedchunk 1: pytest-xdist hands out the tests one at a time. By default each worker
+# starts with a quarter of its share in a row, so the first worker would get every slow test
+# (they come first) and run them alone while the other ran out of short ones.
 WORKERS ?= 2
+XDIST = -n $(WORKERS) $(if $(filter 0,$(WORKERS)),,--maxschedchunk 1)
 test: $(STAMP)
-	$(PY) -m pytest -ra -n $(WORKERS) --durations=25
+	$(PY) -m pytest -ra $(XDIST) --durations=25
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -ra -n $(WORKERS) -m 'not slow'
+	$(PY) -m pytest -ra $(XDIST) -m 'not slow'
 
 TESTS ?=
 coverage: $(STAMP)

@@ -58,7 +58,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=30
+# cred_expire: a step credential's lifetime, and also how long a requeued job waits before it
+# may start again (slurm.conf(5); 120 s by default): 10 s keeps a requeue cycle short here.
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/slurmctld.pid
