@@ -66,7 +66,7 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
 
 def test_dead_or_hung_process_ends_the_job_in_time_without_orphans(fake_tiny, tmp_path):
     card = fc.Scorecard()
-    fc.section_dead_rank(card, str(tmp_path), fake_tiny, timeout_s=15, shutdown_s=5)
+    fc.section_dead_rank(card, str(tmp_path), fake_tiny, timeout_s=15)
     assert card.faults_survived == 2, card.failures
 
 

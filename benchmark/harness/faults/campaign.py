@@ -243,19 +243,14 @@ def _orphans(marker: str) -> List[int]:
 
 
 def section_dead_rank(card: Scorecard, tmp: str, data_root: str, timeout_s: int = 20,
-                      log=print, shutdown_s: Optional[int] = None) -> None:
-    """One of two processes killed, or hung (SIGSTOP): the job ends non-zero in time, no orphans.
-    `shutdown_s`: how long torchrun waits for a signalled process before it SIGKILLs it
-    (TORCH_ELASTIC_SHUTDOWN_TIMEOUT; torchrun's own 30 s where None): a stopped process is
-    ended that way."""
+                      log=print) -> None:
+    """One of two processes killed, or hung (SIGSTOP): the job ends non-zero in time, no orphans."""
     for kind in ('dead', 'hung'):
         work = osp.join(tmp, f'rank-{kind}')
         fault = ("dict(type='KillHook', at_iter=3, rank=1)" if kind == 'dead' else '')
         cfg = write_config(osp.join(tmp, f'rank-{kind}.py'), 'mocov2', data_root, epochs=20,
                            fault=fault, extra=f'env_cfg = dict(dist_cfg=dict(timeout={timeout_s}))\n')
         env = dict(tiny_env(work), PORT=str(free_port()), PYTHON=sys.executable)
-        if shutdown_s is not None:
-            env['TORCH_ELASTIC_SHUTDOWN_TIMEOUT'] = str(shutdown_s)
         start = time.monotonic()
         proc = subprocess.Popen(['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), cfg, '2',
                                  '--work-dir', work, '--no-eval'], cwd=REPO_ROOT, env=env,
