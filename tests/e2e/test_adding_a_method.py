@@ -81,20 +81,18 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
     assert bad.stderr.count('\n') == 1, bad.stderr
     assert 'model.hidden_dim=-3 refused by BarlowTwins' in bad.stderr
 
-    own = run(repo, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-              'tests/methods/test_barlowtwins.py')
-    assert own.returncode == 0, own.stdout[-2000:]
-    assert '2 passed' in own.stdout
-    # The suite's tests over every method and every doc table hold with the new method in.
-    generic = run(repo, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests/test_names.py',
-                  'tests/test_configs.py', 'tests/methods/test_method_resume.py',
-                  'tests/test_components.py')
-    assert generic.returncode == 0, generic.stdout[-3000:]
-    covered = run(repo, '-m', 'pytest', '-q', '--collect-only', '-k', 'barlowtwins',
-                  'tests/test_configs.py', 'tests/methods/test_method_resume.py',
-                  'tests/test_components.py')
-    assert 'bit_identical[barlowtwins]' in covered.stdout, covered.stdout  # resumes
-    assert 'registered[configs/barlowtwins_r18_digits.py]' in covered.stdout, covered.stdout
+    # Its own test, and the suite's tests over every method and every doc table, which hold
+    # with the new method in and cover it (it resumes; its config is registered): one pytest.
+    tests = run(repo, '-m', 'pytest', '-v', '-p', 'no:cacheprovider',
+                'tests/methods/test_barlowtwins.py', 'tests/test_names.py',
+                'tests/test_configs.py', 'tests/methods/test_method_resume.py',
+                'tests/test_components.py')
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert len(re.findall(r'^tests/methods/test_barlowtwins\.py::\S+ PASSED', tests.stdout,
+                          re.M)) == 2, tests.stdout[-3000:]
+    for covered in ('bit_identical[barlowtwins] PASSED',
+                    'registered[configs/barlowtwins_r18_digits.py] PASSED'):
+        assert covered in tests.stdout, tests.stdout[-3000:]
 
     work, results = tmp_path / 'work', tmp_path / 'results'
     trained = run(repo, 'tools/train.py', config, '--work-dir', str(work), '--no-eval',
