@@ -39,21 +39,27 @@ def queued(name: str) -> list:
     return out.split()
 
 
-def submit_paused(tmp_path, tiny_data, monkeypatch):
-    """Submit the one-run suite (its run pausing at iteration AT), named for this test alone
-    (tests running at once each see their own job); its name, its process, the run's work dir
-    and the job id once the run is at AT."""
-    config, flag = paused_config(tmp_path, tiny_data, AT)
-    monkeypatch.syspath_prepend(str(tmp_path))  # expand_suite checks the config's imports
+def start_paused(folder: Path, tiny_data, monkeypatch):
+    """Submit the one-run suite (its run pausing at iteration AT) from `folder`, named for this
+    submission alone (tests running at once each see their own job): its name, its process, the
+    run's work dir and the pause's flag prefix."""
+    folder.mkdir(exist_ok=True)
+    config, flag = paused_config(folder, tiny_data, AT)
+    monkeypatch.syspath_prepend(str(folder))  # expand_suite checks the config's imports
     name = f'realslurm_{uuid.uuid4().hex[:8]}'
-    suite_file = tmp_path / f'{name}.py'
+    suite_file = folder / f'{name}.py'
     suite_file.write_text(SUITE.format(config=config))
-    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
+    env = dict(run_env(folder, folder), PYTHON=sys.executable)
     cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
            '--launcher', 'slurm', '--wait']
-    run = expand_suite(str(suite_file), work_root=str(tmp_path / 'work_dirs')).runs[0]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+    run = expand_suite(str(suite_file), work_root=str(folder / 'work_dirs')).runs[0]
+    proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+    return name, proc, Path(run.work_dir), flag
+
+
+def paused_job(name, proc, flag) -> str:
+    """The job id once the run is at AT (the suite's process killed if it never gets there)."""
     try:
         wait_for(lambda: os.path.exists(f'{flag}.0'), 900, f'iteration {AT} of the run', proc)
         jobs = queued(name)
@@ -61,7 +67,13 @@ def submit_paused(tmp_path, tiny_data, monkeypatch):
     except BaseException:
         proc.kill()
         raise
-    return name, proc, Path(run.work_dir), jobs[0]
+    return jobs[0]
+
+
+def submit_paused(tmp_path, tiny_data, monkeypatch):
+    """`start_paused` and `paused_job`: name, process, work dir and job id."""
+    name, proc, work, flag = start_paused(tmp_path, tiny_data, monkeypatch)
+    return name, proc, work, paused_job(name, proc, flag)
 
 
 def finish(name, proc) -> str:
@@ -76,29 +88,44 @@ def finish(name, proc) -> str:
     return out
 
 
-@pytest.mark.parametrize('stop', [['scancel', '--signal=USR2'], ['scontrol', 'requeue']],
-                         ids=['time-limit-warning', 'requeue'])
-def test_a_stopped_job_saves_is_requeued_and_resumes_bit_identical(
-        real_slurm, tmp_path, tiny_data, reference_1p, monkeypatch, stop):
+STOPS = {'time-limit-warning': ['scancel', '--signal=USR2'], 'requeue': ['scontrol', 'requeue']}
+
+
+def test_stopped_jobs_save_are_requeued_and_resume_bit_identical(
+        real_slurm, tmp_path, tiny_data, reference_1p, monkeypatch):
     """USR2, as SLURM sends it `signal_delay_s` before the time limit (submitit checkpoints the
-    task and requeues the job), or `scontrol requeue`, as PreemptMode=REQUEUE does (SLURM sends
-    SIGTERM to the task only, under cgroup tracking; the task passes it on)."""
-    name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
-    subprocess.run([*stop, job], check=True, timeout=30)
-    out = finish(name, proc)
-    assert proc.returncode == 0, out[-3000:]
-    train_log = (work / 'suite_train.log').read_text()
-    assert train_log.count('\n==== ') == 2 and 'exiting with 143' in train_log, train_log[-3000:]
-    assert f'iter_{AT}.pth after iteration {AT}' in train_log, train_log[-3000:]
-    assert f'resumed epoch: {AT // STEPS[1]}, iter: {AT}' in train_log
-    job_logs = ''.join(p.read_text() for p in (work.parent / 'submitit').glob('*/*_log.*'))
-    if stop[0] == 'scancel':
-        assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
-    else:
-        assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs
-    assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
-    final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
-    assert differing(reference_1p.weights, final) == []
+    task and requeues the job), and `scontrol requeue`, as PreemptMode=REQUEUE does (SLURM sends
+    SIGTERM to the task only, under cgroup tracking; the task passes it on): each to a suite of
+    its own, the two at once (their waits for SLURM overlap)."""
+    started = {kind: start_paused(tmp_path / kind, tiny_data, monkeypatch) for kind in STOPS}
+    outs = {}
+    try:
+        jobs = {kind: paused_job(name, proc, flag)
+                for kind, (name, proc, _, flag) in started.items()}
+        for kind, stop in STOPS.items():
+            subprocess.run([*stop, jobs[kind]], check=True, timeout=30)
+        for kind, (name, proc, _, _) in started.items():
+            outs[kind] = finish(name, proc)
+    finally:
+        for name, proc, _, _ in started.values():
+            if proc.poll() is None:
+                finish(name, proc)
+    for kind, (name, proc, work, _) in started.items():
+        assert proc.returncode == 0, (kind, outs[kind][-3000:])
+        train_log = (work / 'suite_train.log').read_text()
+        assert train_log.count('\n==== ') == 2 and 'exiting with 143' in train_log, (
+            kind, train_log[-3000:])
+        assert f'iter_{AT}.pth after iteration {AT}' in train_log, (kind, train_log[-3000:])
+        assert f'resumed epoch: {AT // STEPS[1]}, iter: {AT}' in train_log, kind
+        job_logs = ''.join(p.read_text() for p in (work.parent / 'submitit').glob('*/*_log.*'))
+        if kind == 'time-limit-warning':
+            assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
+        else:
+            assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs
+        runs = tmp_path / kind / f'results/suites/{name}/runs'
+        assert len(list(runs.glob('*.json'))) == 1, kind
+        final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
+        assert differing(reference_1p.weights, final) == [], kind
 
 
 @pytest.fixture(params=['cgroup', 'linuxproc'])
