@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 
 from benchmark import dist
 
-BAD_INPUT_EXIT_CODE = 2
+from benchmark.exit_codes import BAD_INPUT_EXIT_CODE
 # What bad input raises: ConfigError, CheckpointError, DataRootError (a FileNotFoundError),
 # ValueError of a library, OSError of a file. Anything else is a bug and keeps its traceback.
 INPUT_ERRORS = (ValueError, OSError)

@@ -28,9 +28,7 @@ from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
 from benchmark.layout import ITER_CHECKPOINT, LAST_CHECKPOINT
 from benchmark.engine.tracking import wandb_run_id_of
-
-
-DISK_FULL_EXIT_CODE = 74  # EX_IOERR of sysexits.h: free space, then rerun with --resume
+from benchmark.exit_codes import DISK_FULL_EXIT_CODE  # noqa: F401  (tools/train.py's)
 
 
 class DiskFullError(OSError):

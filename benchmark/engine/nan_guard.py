@@ -15,9 +15,7 @@ from mmengine.registry import HOOKS
 
 from benchmark.dist import any_process, rank
 from benchmark.engine.deferred_log import detached, host_values, logger_interval, reads_logs
-
-
-DIVERGED_EXIT_CODE = 3  # tools/train.py exits with this after recording the diverged run
+from benchmark.exit_codes import DIVERGED_EXIT_CODE  # noqa: F401  (tools/train.py's)
 
 
 class DivergedError(FloatingPointError):

@@ -18,8 +18,8 @@ from benchmark.engine.checkpoint_hook import SafeCheckpointHook
 from benchmark.engine import held_signals
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.layout import PREEMPTED_MARKER
+from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 
-PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: what schedulers expect from a terminated job
 # Set by tools/dist_train.sh: a file where a process writes the exit code its job should end
 # with; torchrun ends a job whose processes failed with 1, whatever their codes.
 EXIT_CODE_FILE_ENV = 'TRAIN_EXIT_CODE_FILE'

@@ -6,14 +6,6 @@ grouped by their true labels, as in the paper; KMeans NMI/ARI add a label-free v
 from typing import Dict, Optional, Union
 
 import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.manifold import TSNE
-from sklearn.metrics import (
-    adjusted_rand_score,
-    calinski_harabasz_score,
-    davies_bouldin_score,
-    normalized_mutual_info_score,
-)
 from torch import Tensor
 
 ArrayLike = Union[np.ndarray, Tensor]
@@ -55,6 +47,9 @@ def cluster_scores(features: ArrayLike, labels: ArrayLike, seed: int = 0) -> Dic
     if not 2 <= num_classes < x.shape[0]:
         raise ValueError(f'cluster: need 2 <= number of classes < number of samples, got '
                          f'{num_classes} classes for {x.shape[0]} samples')
+    from sklearn.cluster import KMeans  # here: half a second that a training process spares
+    from sklearn.metrics import (adjusted_rand_score, calinski_harabasz_score,
+                                 davies_bouldin_score, normalized_mutual_info_score)
     clusters = KMeans(n_clusters=num_classes, n_init=10, random_state=seed).fit_predict(x)
     return {
         'davies_bouldin': float(davies_bouldin_score(x, y)),
@@ -79,6 +74,7 @@ def tsne_embedding(features: ArrayLike, seed: int = 0) -> np.ndarray:
     if x.shape[0] < 2:
         raise ValueError(f'cluster: t-SNE needs at least 2 samples, got {x.shape[0]}')
     perplexity = min(30.0, (x.shape[0] - 1) / 3)
+    from sklearn.manifold import TSNE  # as above
     return TSNE(n_components=2, init='pca', perplexity=perplexity,
                 random_state=seed).fit_transform(x)
 

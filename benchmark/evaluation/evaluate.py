@@ -36,7 +36,6 @@ from benchmark.names import (
     protocol_name,
 )
 from benchmark.reports.records import build_record, write_record
-from benchmark.reports.run_report import write_run_report
 from methods.backbones import build_resnet
 
 def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
@@ -172,6 +171,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
                                         **{k: info[k] for k in ('key_bn',) if k in info}),
                              setting=setting)
     runner.logger.info(f'evaluation record: {path}')
+    # Imported here: the report's statistics and plots take a training process's start 0.4 s.
+    from benchmark.reports.run_report import write_run_report
     runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
     log_record(runner.visualizer, json.loads(Path(path).read_text()))
     return path

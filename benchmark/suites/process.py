@@ -6,7 +6,6 @@ so a restart with the same command resumes instead of racing an orphan.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shlex
 import signal
@@ -17,20 +16,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from benchmark.engine.progress import duration  # noqa: F401  (re-exported: the suite's times)
+from benchmark.suites.parent_death import die_with_parent
 from benchmark.suites.spec import SuiteError
-
-try:  # resolved here, not in the child: the child between fork and exec only calls it
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # pragma: no cover - not Linux
-    _PRCTL = None
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: SIGTERM this child when its parent (the suite, a task) dies (PR_SET_PDEATHSIG), as a
-    pre-emption. Between fork and exec: calls only the prctl resolved at import."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGTERM)
-
 
 class LoggedChild:
     """Runs one command at a time in its own session, output appended to a log file.

@@ -16,9 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import submitit
 from submitit.core.job_environment import JobEnvironment
 
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
-from benchmark.suites.process import die_with_parent
+from benchmark.exit_codes import DIVERGED_EXIT_CODE, PREEMPTED_EXIT_CODE
+from benchmark.suites.parent_death import die_with_parent
 from benchmark.suites.slurm_ranks import rank_env, rendezvous
 
 

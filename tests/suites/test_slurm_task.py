@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from benchmark.suites.parent_death import die_with_parent
 from benchmark.suites.slurm_task import RunTask, Step, descendants, job_state, kill_wait_s
 
 # The training as tools/dist_train.sh behaves: SIGTERM -> save, exit 143. It signals the task
@@ -162,3 +163,26 @@ def test_descendants_reaches_processes_in_sessions_of_their_own(tmp_path):
 def test_kill_wait_defaults_to_slurms_without_scontrol(monkeypatch):
     monkeypatch.setenv('PATH', '/nonexistent')
     assert kill_wait_s() == 30.0
+
+
+def test_a_task_loads_without_torch():
+    """A SLURM task's process imports this module to unpickle its task, and again at each
+    requeue: it loads in a fraction of a second, without torch, scipy or mmengine."""
+    heavy = ('torch', 'scipy', 'mmengine', 'lightly')
+    out = subprocess.run(
+        [sys.executable, '-c', 'import sys, benchmark.suites.slurm_task, benchmark.suites.'
+         f'parent_death; print([m for m in {heavy!r} if m in sys.modules])'],
+        capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == '[]', out.stdout + out.stderr
+
+
+def test_a_child_set_to_die_with_its_parent_gets_sigterm_when_it_dies():
+    """die_with_parent (the preexec of every child of a task or a suite): the parent exits
+    without a word to its child, which ends all the same."""
+    assert callable(die_with_parent)
+    script = ('import subprocess; from benchmark.suites.parent_death import die_with_parent; '
+              "child = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent); "
+              'print(child.pid, flush=True)')
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert _gone(int(out.stdout))
