@@ -158,6 +158,10 @@ class RunTask(submitit.helpers.Checkpointable):
                 self._step = step
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig, signal.SIGTERM})
+            # The mask holds this thread only: another thread of the task (a library's) may
+            # have taken the SIGTERM before the child was recorded, leaving it unsignalled.
+            if self._stopped:
+                self._terminate_child()
             try:
                 code = self._wait_child()
             finally:

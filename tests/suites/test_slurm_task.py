@@ -186,3 +186,20 @@ def test_a_child_set_to_die_with_its_parent_gets_sigterm_when_it_dies():
     out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                          timeout=120, check=True)
     assert _gone(int(out.stdout))
+
+
+def test_a_sigterm_taken_before_the_child_was_recorded_still_reaches_it(tmp_path, scontrol,
+                                                                       monkeypatch):
+    """In a task with other threads the SIGTERM may be handled while the child is being
+    started (the mask holds one thread only): the child still gets it at once, not after
+    SLURM's KillWait."""
+    monkeypatch.setenv('STATE', 'CANCELLED')
+    quiet = "trap 'echo saved; exit 143' TERM; for i in $(seq 300); do sleep 0.1; done"
+    task = RunTask('r', Step('train', ['bash', '-c', quiet], str(tmp_path / 'train.log')), [],
+                   sys.executable)
+    task._stopped = True  # as a handler run on another thread leaves it
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match='stopped by SIGTERM'):
+        task()
+    assert time.monotonic() - start < 10  # KillWait is 30 s here: the child was signalled
+    assert 'saved' in (tmp_path / 'train.log').read_text()
