@@ -14,7 +14,6 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from benchmark import dist
-
 from benchmark.exit_codes import BAD_INPUT_EXIT_CODE
 # What bad input raises: ConfigError, CheckpointError, DataRootError (a FileNotFoundError),
 # ValueError of a library, OSError of a file. Anything else is a bug and keeps its traceback.

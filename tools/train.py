@@ -18,21 +18,20 @@ import benchmark.components  # noqa: F401  registers every type a config can nam
 from benchmark import dist
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.atomic_io import no_space_left
-from benchmark.engine.checkpoint_hook import (DISK_FULL_EXIT_CODE, DiskFullError,
-                                              full_disk_line)
+from benchmark.engine.checkpoint_hook import DiskFullError, full_disk_line
 from benchmark.engine.checkpoints import check_resume_fits
 from benchmark.cli import ArgumentParser, fail, one_line
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE, DivergedError
+from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.preemption import PreemptionHook, tell_launcher
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
-from benchmark.engine.work_dir_lock import (WORK_DIR_BUSY_EXIT_CODE, WorkDirBusy,
-                                            check_work_dir_free, hold_work_dir, release_work_dir)
+from benchmark.engine.work_dir_lock import (WorkDirBusy, check_work_dir_free, hold_work_dir, release_work_dir)
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
+from benchmark.exit_codes import DISK_FULL_EXIT_CODE, DIVERGED_EXIT_CODE, WORK_DIR_BUSY_EXIT_CODE
 
 
 def parse_args(argv=None) -> argparse.Namespace:

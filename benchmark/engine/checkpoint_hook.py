@@ -28,7 +28,6 @@ from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.data.sampler import ResumableSampler
 from benchmark.layout import ITER_CHECKPOINT, LAST_CHECKPOINT
 from benchmark.engine.tracking import wandb_run_id_of
-from benchmark.exit_codes import DISK_FULL_EXIT_CODE  # noqa: F401  (tools/train.py's)
 
 
 class DiskFullError(OSError):

@@ -15,7 +15,6 @@ from mmengine.registry import HOOKS
 
 from benchmark.dist import any_process, rank
 from benchmark.engine.deferred_log import detached, host_values, logger_interval, reads_logs
-from benchmark.exit_codes import DIVERGED_EXIT_CODE  # noqa: F401  (tools/train.py's)
 
 
 class DivergedError(FloatingPointError):

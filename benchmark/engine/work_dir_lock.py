@@ -30,7 +30,6 @@ from typing import Dict, Optional
 from benchmark import dist
 from benchmark.engine.lease_lock import LeaseLock, flock_is_coherent
 from benchmark.engine.lock_holder import Holder, read_holder  # noqa: F401  (re-exported)
-from benchmark.exit_codes import WORK_DIR_BUSY_EXIT_CODE  # noqa: F401  (tools/train.py's)
 
 TRAINER_LOCK = 'trainer.lock'  # in the work dir: held by the job training there
 # A file system without flock (some network mounts) raises one of these: a lease instead.

@@ -171,7 +171,7 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
                                         **{k: info[k] for k in ('key_bn',) if k in info}),
                              setting=setting)
     runner.logger.info(f'evaluation record: {path}')
-    # Imported here: the report's statistics and plots take a training process's start 0.4 s.
+    # Imported here: the report's statistics and plots add about 0.8 s to a training process's start.
     from benchmark.reports.run_report import write_run_report
     runner.logger.info(f'run report: {write_run_report(str(path), cfg.work_dir)}')
     log_record(runner.visualizer, json.loads(Path(path).read_text()))

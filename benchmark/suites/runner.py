@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from benchmark.engine.checkpoints import checkpoint_candidates
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
+from benchmark.exit_codes import DIVERGED_EXIT_CODE, PREEMPTED_EXIT_CODE
 from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_checkpoint
 from benchmark.suites.claim import PASSED_OVER, RunClaim
 from benchmark.suites.outcome import Outcome, SuiteTimes

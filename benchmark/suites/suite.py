@@ -16,7 +16,7 @@ from mmengine.registry import DATASETS
 
 from benchmark.suites.plan import RunPlan, plan_lines, plan_suite
 from benchmark.suites.report import read_suite_records, render_suite
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
+from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 from benchmark.suites.outcome import summary_line
 from benchmark.suites.publish import check_page, publish
 from benchmark.reports.suite_board import SUITE_SUMMARY

@@ -13,9 +13,10 @@ import torch
 from mmengine.logging import MessageHub
 from torch import nn
 
-from benchmark.engine.checkpoint_hook import (DISK_FULL_EXIT_CODE, DiskFullError,
+from benchmark.engine.checkpoint_hook import (DiskFullError,
                                               SafeCheckpointHook, checkpoint_bytes,
                                               full_disk_line, full_disk_message)
+from benchmark.exit_codes import DISK_FULL_EXIT_CODE
 from benchmark.layout import LAST_CHECKPOINT
 
 LINE = re.compile(r'no space left on device writing checkpoint to (\S+) \(needs about (.+), '

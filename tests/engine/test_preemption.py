@@ -9,7 +9,8 @@ from mmengine.registry import HOOKS
 
 from benchmark.engine import held_signals, preemption
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE, PreemptionHook
+from benchmark.engine.preemption import PreemptionHook
+from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 from benchmark.layout import PREEMPTED_MARKER
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from benchmark.engine import work_dir_lock as wl
 from benchmark.engine.lease_lock import LeaseLock
-from benchmark.engine.work_dir_lock import (TRAINER_LOCK, WORK_DIR_BUSY_EXIT_CODE, FileLock, Holder,
+from benchmark.exit_codes import WORK_DIR_BUSY_EXIT_CODE
+from benchmark.engine.work_dir_lock import (TRAINER_LOCK, FileLock, Holder,
                                             WorkDirBusy, check_work_dir_free, hold_work_dir,
                                             read_holder, release_work_dir)
 from tests.conftest import ROOT

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from benchmark.engine.preemption import PREEMPTED_EXIT_CODE
+from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 from benchmark.layout import REPO_ROOT
 from benchmark.harness.faults.runs import (Scorecard, differing, final_checkpoint, free_port,
                                            load_weights, referenced_corrupt, remove_checkpoints,

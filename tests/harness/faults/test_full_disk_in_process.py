@@ -15,7 +15,7 @@ from mmengine.fileio.backends import local_backend
 from mmengine.visualization import Visualizer
 
 from benchmark.atomic_io import size_text
-from benchmark.engine.checkpoint_hook import DISK_FULL_EXIT_CODE
+from benchmark.exit_codes import DISK_FULL_EXIT_CODE
 from benchmark.engine.checkpoints import loadable
 from benchmark.harness.faults import runs as fr
 from tests.harness.faults.in_process import (  # noqa: F401  fixtures, two of them autouse

@@ -15,7 +15,7 @@ import torch
 from benchmark.engine import preemption
 from benchmark.engine.checkpoint_hook import non_finite_tensors
 from benchmark.engine.checkpoints import choose_resume_checkpoint, read_checkpoint
-from benchmark.engine.nan_guard import DIVERGED_EXIT_CODE
+from benchmark.exit_codes import DIVERGED_EXIT_CODE
 from benchmark.engine.rng_state import capture_rng_state
 from benchmark.harness.faults import runs as fr
 from benchmark.layout import LAST_CHECKPOINT, PREEMPTED_MARKER
