@@ -101,9 +101,12 @@ def main(argv=None) -> int:
     if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):
         held_signals.release()  # nothing will take a held signal over: its default action
     try:
-        return train(runner, args, identity)
+        code = train(runner, args, identity)
     finally:  # the process usually ends here, which gives it up as well
         release_work_dir(runner.cfg.work_dir)
+    del runner  # its DDP wrapper holds the process group: freed now, not at the shutdown
+    dist.free_groups()
+    return code
 
 
 def train(runner, args: argparse.Namespace, identity: dict) -> int:

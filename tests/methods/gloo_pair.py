@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from benchmark.dist import free_groups
+
 
 def worker(rank: int, world: int, port: int, out_dir: str, modules: Sequence[str]) -> None:
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
@@ -23,6 +25,7 @@ def worker(rank: int, world: int, port: int, out_dir: str, modules: Sequence[str
         torch.save(result, os.path.join(out_dir, f'{name}.rank{rank}.pt'))
         dist.barrier()
     dist.destroy_process_group()
+    free_groups()  # what still holds the group, freed before the interpreter's shutdown
 
 
 def run_on_two_processes(modules: Sequence[str], out_dir: Path) -> Dict[str, List[dict]]:

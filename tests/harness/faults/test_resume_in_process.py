@@ -7,6 +7,7 @@ import os
 import os.path as osp
 import random
 import shutil
+import weakref
 
 import numpy as np
 import pytest
@@ -207,12 +208,23 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
                                                                          kills, monkeypatch):
     """A NaN weight before iteration 3: exit code 3 at iteration 3, a `diverged` record, and
     only the checkpoint before it (iter_2.pth), which is finite. Under tools/dist_train.sh the
-    code reaches the script (torchrun would end the job with 1)."""
+    code reaches the script (torchrun would end the job with 1). The runner is freed before main
+    returns."""
     monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
     cfg = config(str(tmp_path), data, fault="dict(type='PoisonHook', at_iter=3)")
+    runners, from_cfg = [], train.Runner.from_cfg
+
+    def built(cfg):
+        runner = from_cfg(cfg)
+        runners.append(weakref.ref(runner))
+        return runner
+    monkeypatch.setattr(train.Runner, 'from_cfg', built)
     assert train.main([cfg, '--work-dir', work, '--results-dir', results]) == \
         DIVERGED_EXIT_CODE == 3
+    # freed before main returns: a runner's DDP wrapper keeps the process group alive, and
+    # freed at the interpreter's shutdown it aborts the process (benchmark.dist.free_groups)
+    assert len(runners) == 1 and runners[0]() is None
     (record,) = load_records(results)
     assert record['status'] == 'diverged' and 'iteration 3' in record['extra']['error']
     checkpoints = sorted(osp.basename(p) for p in glob.glob(osp.join(work, '*.pth')))
