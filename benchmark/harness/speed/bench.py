@@ -27,7 +27,8 @@ import torch
 from benchmark.harness.speed.demo import bench_demo
 from benchmark.harness.speed.eval import bench_features, bench_knn
 from benchmark.harness.speed.floor import (achieved, count_flops, describe_device, device_name,
-                                           device_slug, floor_passes, peak_tflops, usable_cores)
+                                           device_slug, encoder_images, floor_passes, peak_tflops,
+                                           usable_cores)
 from benchmark.harness.speed.loop import bench_loop
 from benchmark.harness.speed.pipeline import (PIPELINE_METHODS, bench_pipeline, config_name,
                                               config_settings, fake_data, images_needed)
@@ -47,7 +48,7 @@ NOTES = dict(
     time_ratio='bare step: median over rounds of the ratio of adjacent step times (drift cancels)',
     memory_ratio='bare step: peak bytes (own tensors + growth during a step), member / baseline',
     floor_passes='encoder forward units per source image (3 per image with gradient, 1 per key; '
-                 'table in benchmark/harness/speed/floor.py), member / baseline',
+                 'counted on a real step; benchmark/harness/speed/floor.py), member / baseline',
     floor_flops='FlopCounterMode FLOPs (2 per multiply-add, matmul and conv only) of one real '
                 'step, forward + backward, member / baseline',
     flops_per_image='FlopCounterMode count of one step (forward + backward) / B source images',
@@ -76,12 +77,15 @@ NOTES = dict(
 
 
 def member_flops(model, opt, inputs: List[torch.Tensor]) -> dict:
-    """FLOPs per source image of one forward and of one full step (forward + backward)."""
-    b = inputs[0].shape[0]
+    """FLOPs per source image of one forward and of one full step (forward + backward), and
+    the images that step passes through the encoders (with gradient, without)."""
+    b, images = inputs[0].shape[0], []
     with torch.no_grad():
         forward = count_flops(lambda: model.loss(inputs))
-    step = count_flops(lambda: train_step(model, opt, inputs))
-    return dict(forward_flops_per_image=forward / b, flops_per_image=step / b)
+    step = count_flops(lambda: images.append(
+        encoder_images(model, lambda: train_step(model, opt, inputs), b)))
+    return dict(forward_flops_per_image=forward / b, flops_per_image=step / b,
+                encoder_images=images[0])
 
 
 def bench_steps(s: Settings, device: torch.device, methods=tuple(METHODS)) -> Dict[str, dict]:
@@ -117,7 +121,7 @@ def step_ratios(steps: Dict[str, dict]) -> dict:
         out[f'{pair}_memory_ratio'] = a['peak_bytes'] / b['peak_bytes']
         out[f'{pair}_step_growth_ratio'] = (a['step_peak_growth_bytes'] /
                                             b['step_peak_growth_bytes'])
-        out[f'{pair}_floor_passes'] = floor_passes(new, base)
+        out[f'{pair}_floor_passes'] = floor_passes(a['encoder_images'], b['encoder_images'])
         out[f'{pair}_floor_flops'] = a['flops_per_image'] / b['flops_per_image']
     return out
 

@@ -3,7 +3,9 @@ and the device's name as the harness reports it and files its results under.
 
 Counting model (encoder passes, in units of one forward of one image): a forward costs 1, the
 backward of an image that carries a gradient 2 more, so an image with gradient costs 3 and a key
-without one costs 1. Per source image (B source images per step):
+without one costs 1. The images are counted on a real step of each member (`encoder_images`:
+forward hooks on its encoders), so a new method is counted as it runs. Per source image (B
+source images per step), what the shipped members count:
 
 | member | images with gradient | keys (no gradient) | units | floor vs baseline |
 |---|---|---|---|---|
@@ -22,15 +24,11 @@ count of a real step (forward + backward) includes them, so both floors are repo
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# member -> (images with gradient, images without) per source image
-ENCODER_IMAGES: Dict[str, Tuple[float, float]] = {
-    'mocov2': (1.0, 1.0), 'mixco': (1.5, 1.0), 'imix': (1.0, 1.0), 'unmix': (2.0, 1.0),
-    'mochi': (1.0, 1.0), 'simclr': (2.0, 0.0), 'mixco_simclr': (3.0, 0.0)}
 # Dense tensor-core peaks in TFLOP/s (NVIDIA data sheets, SXM parts), matched as substrings of
 # torch.cuda.get_device_name(); fp32 is the non-tensor-core rate.
 PEAK_TFLOPS: Dict[str, Dict[str, float]] = {
@@ -41,15 +39,34 @@ PEAK_TFLOPS: Dict[str, Dict[str, float]] = {
 NO_PEAK = 'no peak known'
 
 
-def pass_units(method: str) -> float:
+def encoder_images(model: torch.nn.Module, step: Callable[[], object],
+                   batch: int) -> Tuple[float, float]:
+    """(images with gradient, images without) per source image that `step()` passes through
+    the model's encoders: every module of its backbone's class (a key encoder is a copy of it),
+    counted by forward hooks, with or without gradient as the pass ran."""
+    kind, counts = type(model.backbone), [0, 0]
+
+    def count(module, args, output) -> None:
+        counts[0 if torch.is_grad_enabled() else 1] += args[0].shape[0]
+    hooks = [m.register_forward_hook(count) for m in model.modules() if type(m) is kind]
+    try:
+        step()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return counts[0] / batch, counts[1] / batch
+
+
+def pass_units(images: Tuple[float, float]) -> float:
     """Encoder forward units per source image: 3 per image with gradient, 1 per key."""
-    grad, keys = ENCODER_IMAGES[method]
+    grad, keys = images
     return 3 * grad + keys
 
 
-def floor_passes(method: str, baseline: str) -> float:
-    """The counting model's time ratio of `method` over `baseline` (table in the docstring)."""
-    return pass_units(method) / pass_units(baseline)
+def floor_passes(images: Tuple[float, float], baseline: Tuple[float, float]) -> float:
+    """The counting model's time ratio of a member over its baseline, from their
+    `encoder_images` (table in the docstring)."""
+    return pass_units(images) / pass_units(baseline)
 
 
 def count_flops(fn) -> int:

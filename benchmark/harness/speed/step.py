@@ -1,5 +1,7 @@
 """One training step of a family member, as the speed harness times it: the method's config,
 the model and its SGD optimizer, and the step mmengine's optimizer wrapper takes."""
+import re
+from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
@@ -8,12 +10,13 @@ from mmengine.registry import MODELS
 
 from benchmark.engine.channels_last import to_channels_last, use_channels_last
 from benchmark.engine.config.check import read_config
+from benchmark.engine.config.views import fill_view_size
 from benchmark.harness.speed.timing import Settings
 from benchmark.layout import REPO_ROOT
 from benchmark.names import BASELINES, METHOD_LABELS, METHOD_NAMES
 
 # The family: every self-supervised method of benchmark/names.py METHODS, in its order (each
-# baseline before its variants); each times configs/{name}_r18_tiny.py. Name -> table label.
+# baseline before its variants), each timed with its config (`method_config`). Name -> label.
 FAMILY = tuple(name for name in METHOD_NAMES.values() if name != 'supervised')
 METHODS: Dict[str, str] = {m: METHOD_LABELS[m] for m in FAMILY}
 # Headline key prefix -> (member, its baseline): mixco_moco_time_ratio, imix_moco_..., ...
@@ -22,12 +25,24 @@ PAIRS = {(f'{m}_moco' if base == 'mocov2' else m): (m, base) for m, base in BASE
 PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare step
 
 
+def method_config(method: str, depth: int) -> Path:
+    """The method's Tiny-ImageNet config at `depth`, else at ResNet-18, else its first config
+    (configs/<method>_r<depth>_<data>...py): a method with no Tiny-ImageNet config is timed too."""
+    configs = REPO_ROOT / 'configs'
+    for name in (f'{method}_r{depth}_tiny.py', f'{method}_r18_tiny.py'):
+        if (configs / name).is_file():
+            return configs / name
+    own = sorted(p for p in configs.glob(f'{method}_r*.py')
+                 if re.match(rf'{re.escape(method)}_r\d+_', p.name))
+    if not own:
+        raise FileNotFoundError(f'{method}: no configs/{method}_r<depth>_<data>.py to time')
+    return own[0]
+
+
 def model_cfg(method: str, s: Settings) -> Config:
-    """The method's Tiny-ImageNet config with the backbone of the settings."""
-    path = REPO_ROOT / 'configs' / f'{method}_r{s.depth}_tiny.py'
-    if not path.is_file():  # the backbone is overridden below anyway
-        path = REPO_ROOT / 'configs' / f'{method}_r18_tiny.py'
-    cfg = read_config(str(path))
+    """The method's config (`method_config`) with the backbone of the settings."""
+    cfg = read_config(str(method_config(method, s.depth)))
+    fill_view_size(cfg)  # device views (a _digits config) take the data's size, as tools do
     cfg.model.backbone = dict(depth=s.depth, small_stem=s.small_stem)
     if 'mix_warmup_epochs' in cfg.model:
         # MoCHi mixes from epoch 10 on; a benchmark times the mixing step, not the warm-up.

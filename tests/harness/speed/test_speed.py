@@ -17,9 +17,12 @@ def test_step_ratios_pair_each_member_with_its_baseline():
     """Hand-made step records: MixCo's steps take 1.5x, 2x, 1.5x MoCo-v2's adjacent ones."""
     base = dict(step_seconds=[1.0, 2.0, 4.0], peak_bytes=100, step_peak_growth_bytes=40,
                 flops_per_image=4.0)
-    steps = {m: dict(base) for m in FAMILY if m != 'mixco'}
+    passes = dict(mocov2=(1.0, 1.0), mixco=(1.5, 1.0), imix=(1.0, 1.0), unmix=(2.0, 1.0),
+                  mochi=(1.0, 1.0), simclr=(2.0, 0.0), mixco_simclr=(3.0, 0.0))
+    steps = {m: dict(base, encoder_images=passes.get(m, (1.0, 1.0))) for m in FAMILY
+             if m != 'mixco'}
     steps['mixco'] = dict(step_seconds=[1.5, 4.0, 6.0], peak_bytes=130, step_peak_growth_bytes=70,
-                          flops_per_image=5.5)
+                          flops_per_image=5.5, encoder_images=(1.5, 1.0))
     out = step_ratios(steps)
     assert out['mixco_moco_time_ratio'] == 1.5  # median of 1.5, 2, 1.5
     assert out['mixco_moco_memory_ratio'] == 1.3 and out['mixco_moco_step_growth_ratio'] == 1.75
@@ -39,6 +42,8 @@ def test_bench_steps_times_and_counts_each_member():
         assert r['peak_bytes'] == r['own_bytes'] + r['step_peak_growth_bytes']
         assert r['tflops'] == pytest.approx(r['images_per_s'] * r['flops_per_image'] / 1e12)
         assert r['peak_fraction'] is None  # no peak known for a CPU
+    assert steps['mocov2']['encoder_images'] == (1.0, 1.0)  # queries, keys
+    assert steps['mixco']['encoder_images'] == (1.5, 1.0)  # + B/2 mixed queries
     # MixCo's extra B/2 mixed queries (forward + backward) and its mix logits: about 11/8 as much
     ratio = steps['mixco']['flops_per_image'] / steps['mocov2']['flops_per_image']
     assert 1.3 < ratio < 1.5

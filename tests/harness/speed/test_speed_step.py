@@ -2,11 +2,10 @@
 import pytest
 import torch
 
-from benchmark.harness.speed.step import (FAMILY, METHODS, PAIRS, build_step, model_cfg,
-                                          step_inputs, train_step)
-from benchmark.harness.speed.floor import ENCODER_IMAGES
+from benchmark.harness.speed import step
+from benchmark.harness.speed.step import (FAMILY, METHODS, PAIRS, build_step, method_config,
+                                          model_cfg, step_inputs, train_step)
 from benchmark.harness.speed.timing import Settings
-from benchmark.layout import REPO_ROOT
 from benchmark.names import METHOD_NAMES
 
 
@@ -17,16 +16,26 @@ def test_family_pairs_each_member_with_its_baseline():
     assert METHODS['unmix'] == 'Un-Mix (MoCo-v2)' and tuple(METHODS) == FAMILY
 
 
-def test_the_family_is_every_self_supervised_method_with_its_config_and_pass_count():
+def test_the_family_is_every_self_supervised_method_each_timed_with_its_config():
     """A method added to benchmark/names.py METHODS joins the family: the harness times its
-    configs/<name>_r18_tiny.py, and the floor needs its row of the counting model."""
+    Tiny-ImageNet config, else its first config (a new method's digits config)."""
     assert FAMILY[:2] == ('mocov2', 'mixco') and 'supervised' not in FAMILY
     assert set(FAMILY) == set(METHOD_NAMES.values()) - {'supervised'}
-    missing = [f'{m}: no configs/{m}_r18_tiny.py for the speed harness to time' for m in FAMILY
-               if not (REPO_ROOT / 'configs' / f'{m}_r18_tiny.py').is_file()]
-    missing += [f'{m}: no row in benchmark/harness/speed/floor.py ENCODER_IMAGES (images with '
-                'and without gradient per source image)' for m in FAMILY if m not in ENCODER_IMAGES]
-    assert not missing, '\n'.join(missing)
+    assert {m: METHOD_NAMES[model_cfg(m, Settings()).model.type] for m in FAMILY} == {
+        m: m for m in FAMILY}
+    assert method_config('mixco', 34).name == 'mixco_r34_tiny.py'
+    assert method_config('mixco', 101).name == 'mixco_r18_tiny.py'  # no ResNet-101 config
+
+
+def test_a_method_without_a_tiny_imagenet_config_is_timed_with_its_first(tmp_path, monkeypatch):
+    configs = tmp_path / 'configs'
+    configs.mkdir()
+    for name in ('newm_r18_digits.py', 'newm_r18_cifar10.py', 'newm_extra_r18_tiny.py'):
+        (configs / name).write_text('')
+    monkeypatch.setattr(step, 'REPO_ROOT', tmp_path)
+    assert method_config('newm', 18).name == 'newm_r18_cifar10.py'
+    with pytest.raises(FileNotFoundError, match='nothing: no configs/nothing_r<depth>_<data>.py'):
+        method_config('nothing', 18)
 
 
 def test_model_cfg_takes_the_backbone_and_times_mochi_mixing():
