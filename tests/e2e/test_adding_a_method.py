@@ -82,11 +82,12 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
     assert 'model.hidden_dim=-3 refused by BarlowTwins' in bad.stderr
 
     # Its own test, and the suite's tests over every method and every doc table, which hold
-    # with the new method in and cover it (it resumes; its config is registered): one pytest.
+    # with the new method in and cover it (it resumes; its config is registered; the speed
+    # harness times it): one pytest.
     tests = run(repo, '-m', 'pytest', '-v', '-p', 'no:cacheprovider',
                 'tests/methods/test_barlowtwins.py', 'tests/test_names.py',
                 'tests/test_configs.py', 'tests/methods/test_method_resume.py',
-                'tests/test_components.py')
+                'tests/test_components.py', 'tests/harness/speed/test_speed_step.py')
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert len(re.findall(r'^tests/methods/test_barlowtwins\.py::\S+ PASSED', tests.stdout,
                           re.M)) == 2, tests.stdout[-3000:]
