@@ -52,6 +52,8 @@ NOTES = dict(
     floor_flops='FlopCounterMode FLOPs (2 per multiply-add, matmul and conv only) of one real '
                 'step, forward + backward, member / baseline',
     flops_per_image='FlopCounterMode count of one step (forward + backward) / B source images',
+    encoder_images='images per source image one step passes through the encoders, with a '
+                   'gradient and without (forward hooks; the pass count of floor_passes)',
     peak_fraction='achieved TFLOP/s / the dense peak of the device and precision (table in '
                   'speed_floor.py); fp32 on CUDA: cuDNN convolutions use TF32 by default, so '
                   'the share of the 67 TFLOP/s fp32 peak can exceed 1',

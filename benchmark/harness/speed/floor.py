@@ -42,18 +42,30 @@ NO_PEAK = 'no peak known'
 def encoder_images(model: torch.nn.Module, step: Callable[[], object],
                    batch: int) -> Tuple[float, float]:
     """(images with gradient, images without) per source image that `step()` passes through
-    the model's encoders: every module of its backbone's class (a key encoder is a copy of it),
-    counted by forward hooks, with or without gradient as the pass ran."""
-    kind, counts = type(model.backbone), [0, 0]
+    the model's encoders: the outermost modules of its backbone's class (a key encoder is a
+    copy of it), counted by forward hooks; an image has a gradient where the encoder's output
+    carries one (a frozen encoder's pass is a key's, with or without no_grad).
 
-    def count(module, args, output) -> None:
-        counts[0 if torch.is_grad_enabled() else 1] += args[0].shape[0]
-    hooks = [m.register_forward_hook(count) for m in model.modules() if type(m) is kind]
+    Raises:
+        ValueError: Where no image passed through an encoder with a gradient (no floor).
+    """
+    kind, counts = type(model.backbone), [0, 0]
+    found = [m for m in model.modules() if type(m) is kind]
+    inner = {id(d) for m in found for d in m.modules() if d is not m}
+
+    def count(module, args, kwargs, output) -> None:
+        images = args[0] if args else next(iter(kwargs.values()))
+        counts[0 if getattr(output, 'requires_grad', False) else 1] += images.shape[0]
+    hooks = [m.register_forward_hook(count, with_kwargs=True) for m in found
+             if id(m) not in inner]
     try:
         step()
     finally:
         for hook in hooks:
             hook.remove()
+    if not counts[0]:
+        raise ValueError(f'{type(model).__name__}: no image passed through its encoders '
+                         f'({kind.__name__}) with a gradient in a step')
     return counts[0] / batch, counts[1] / batch
 
 

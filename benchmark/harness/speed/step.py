@@ -27,7 +27,8 @@ PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare 
 
 def method_config(method: str, depth: int) -> Path:
     """The method's Tiny-ImageNet config at `depth`, else at ResNet-18, else its first config
-    (configs/<method>_r<depth>_<data>...py): a method with no Tiny-ImageNet config is timed too."""
+    by file name (configs/<method>_r<depth>_<data>...py): a method with no Tiny-ImageNet config
+    is timed too (the backbone is the settings' anyway)."""
     configs = REPO_ROOT / 'configs'
     for name in (f'{method}_r{depth}_tiny.py', f'{method}_r18_tiny.py'):
         if (configs / name).is_file():
@@ -42,7 +43,6 @@ def method_config(method: str, depth: int) -> Path:
 def model_cfg(method: str, s: Settings) -> Config:
     """The method's config (`method_config`) with the backbone of the settings."""
     cfg = read_config(str(method_config(method, s.depth)))
-    fill_view_size(cfg)  # device views (a _digits config) take the data's size, as tools do
     cfg.model.backbone = dict(depth=s.depth, small_stem=s.small_stem)
     if 'mix_warmup_epochs' in cfg.model:
         # MoCHi mixes from epoch 10 on; a benchmark times the mixing step, not the warm-up.
@@ -54,6 +54,7 @@ def build_step(method: str, s: Settings, device: torch.device):
     """(model, SGD optimizer) built from the method's config, on `device`, in training mode."""
     import methods  # noqa: F401  registers the models
     cfg = model_cfg(method, s)
+    fill_view_size(cfg)  # device views (a _digits config) take the data's size, as tools do
     torch.manual_seed(0)
     model = MODELS.build(cfg.model).to(device).train()
     if s.channels_last:

@@ -8,7 +8,6 @@ from benchmark.harness.speed.floor import (achieved, count_flops, device_slug, e
                                            floor_passes, pass_units, peak_line, peak_tflops)
 from benchmark.harness.speed.step import build_step, train_step
 from benchmark.harness.speed.timing import Settings
-from benchmark.names import BASELINES
 
 
 def test_floor_passes_follow_the_counting_model():
@@ -32,7 +31,24 @@ def test_encoder_images_are_counted_on_a_real_step_of_each_member():
         model, opt = build_step(method, s, torch.device('cpu'))
         counted[method] = encoder_images(model, lambda: train_step(model, opt, inputs), 4)
     assert counted == PASSES
-    assert set(BASELINES) | set(BASELINES.values()) <= set(PASSES)
+
+
+def test_encoder_images_count_the_outermost_encoders_by_their_output():
+    """Nested modules of the backbone's class count once; a frozen encoder's pass (no
+    gradient in its output, even outside no_grad) counts as a key's."""
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(nn.Sequential(nn.Linear(3, 3)), nn.Linear(3, 3))
+            self.frozen = nn.Sequential(nn.Linear(3, 3)).requires_grad_(False)
+
+        def loss(self, x):
+            return self.backbone(x).sum() + self.frozen(x).sum() + self.backbone(x[:2]).sum()
+    model = Twice()
+    assert encoder_images(model, lambda: model.loss(torch.randn(4, 3)), 4) == (1.5, 1.0)
+    with pytest.raises(ValueError, match='Twice: no image passed through its encoders'):
+        with torch.no_grad():
+            encoder_images(model, lambda: model.loss(torch.randn(4, 3)), 4)
 
 
 def test_count_flops_of_a_linear_layer_forward_and_backward():
