@@ -12,8 +12,11 @@ and keeps its records and tables in ``results/suites/<name>/`` (``runs/*.json``,
 """
 import os
 import os.path as osp
+import re
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
+
+from benchmark.names import METHOD_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,6 +56,23 @@ SLURM_SUBMITTING_FILE = 'slurm_submitting'  # in a run's work dir: a submission 
 SNAPSHOT_SOURCE_FILE = 'SOURCE.json'  # in a code snapshot's root: the checkout's git state
 SUITE_CURVES = 'curves.png'  # in <results>/suites/<suite>/: monitor curves, mean and spread
 SEQUENTIAL_FILE = 'sequential.json'  # in <results>/suites/<suite>/: --until-decided's design, looks
+
+
+def config_method(name: str) -> Optional[str]:
+    """The method a config is for, by its file name ``<method>_r<depth>_<data>...py``: the
+    longest record name of benchmark/names.py ``METHODS`` that, with a ``_``, starts the name
+    (``mixco_simclr_r18_tiny.py`` is MixCo on SimCLR's, not MixCo's); None where none does."""
+    return next((method for method in sorted(METHOD_NAMES.values(), key=len, reverse=True)
+                 if name.startswith(f'{method}_')), None)
+
+
+def method_configs(method: str, config_dir: Optional[Path] = None) -> List[Path]:
+    """The ``configs/<method>_r<depth>_*.py`` of a method (by `config_method`), its
+    ``<method>_r18_tiny.py`` first, the others by name."""
+    found = [path for path in Path(config_dir or CONFIG_DIR).glob(f'{method}_*.py')
+             if config_method(path.name) == method
+             and re.match(r'_r\d+_', path.name[len(method):])]
+    return sorted(found, key=lambda path: (path.name != f'{method}_r18_tiny.py', path.name))
 
 
 def config_stem(config_path: str) -> str:

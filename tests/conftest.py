@@ -3,13 +3,12 @@
 import importlib.util
 import logging
 import os
-import re
 import socket
 import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import List, Optional
+from typing import Optional
 
 import pytest
 
@@ -17,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmark.layout import import_path  # noqa: E402
-from benchmark.names import DATA_NAMES, LINEAR_CONFIG_SUFFIX, METHOD_NAMES  # noqa: E402
+from benchmark.names import DATA_NAMES, LINEAR_CONFIG_SUFFIX  # noqa: E402
 
 # Tests of the wandb integration itself; a machine without wandb (a GPU image) skips them, and
 # the suite runs there with the wandb backends dropped (benchmark/engine/tracking.py).
@@ -29,23 +28,6 @@ E2E = ROOT / 'tests' / 'e2e'
 # The data part of a config's name: a dataset of benchmark/names.py DATASETS by its record name
 # or by the suffix of its configs ('tiny' for tiny-imagenet).
 CONFIG_DATA = sorted({*DATA_NAMES.values(), *LINEAR_CONFIG_SUFFIX.values()})
-
-
-def config_method(name: str) -> Optional[str]:
-    """The method a config is for, by its file name ``<method>_r<depth>_<data>...py``: the
-    longest record name of benchmark/names.py ``METHODS`` that, with a ``_``, starts the name
-    (``mixco_simclr_r18_tiny.py`` is MixCo on SimCLR's, not MixCo's); None where none does."""
-    return next((method for method in sorted(METHOD_NAMES.values(), key=len, reverse=True)
-                 if name.startswith(f'{method}_')), None)
-
-
-def method_configs(method: str) -> List[Path]:
-    """The ``configs/<method>_r<depth>_*.py`` of a method (by `config_method`), its
-    ``<method>_r18_tiny.py`` first, the others by name."""
-    found = [path for path in (ROOT / 'configs').glob(f'{method}_*.py')
-             if config_method(path.name) == method
-             and re.match(r'_r\d+_', path.name[len(method):])]
-    return sorted(found, key=lambda path: (path.name != f'{method}_r18_tiny.py', path.name))
 
 
 def write_import_caches() -> None:

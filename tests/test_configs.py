@@ -15,7 +15,8 @@ import benchmark.data  # noqa: F401
 import methods  # noqa: F401
 from benchmark.engine.config.views import fill_view_size
 from benchmark.names import BASELINES, METHOD_NAMES, PAPER_MIXCO
-from tests.conftest import CONFIG_DATA, ROOT, config_method, method_configs
+from benchmark.layout import config_method, method_configs
+from tests.conftest import CONFIG_DATA, ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
 # What follows the method: _r<depth>_<data>, then _<epochs>e (a longer schedule than the paper's

@@ -14,7 +14,7 @@ import benchmark.data  # noqa: F401  registers the datasets
 import methods  # noqa: F401  registers the models
 from benchmark import names
 from benchmark.layout import EVAL_CONFIG_DIR, REPO_ROOT
-from tests.conftest import config_method
+from benchmark.layout import config_method
 
 
 def test_method_types_are_registered_models():

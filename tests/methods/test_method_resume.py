@@ -17,7 +17,7 @@ import methods  # noqa: F401  registers the models
 from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.names import METHOD_NAMES
-from tests.conftest import method_configs
+from benchmark.layout import method_configs
 
 STEPS, CUT = 5, 3
 # Every method of benchmark/names.py METHODS, built from its config (configs/<method>_r18_tiny.py,

@@ -1,6 +1,5 @@
 """One training step of a family member, as the speed harness times it: the method's config,
 the model and its SGD optimizer, and the step mmengine's optimizer wrapper takes."""
-import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -12,7 +11,7 @@ from benchmark.engine.channels_last import to_channels_last, use_channels_last
 from benchmark.engine.config.check import read_config
 from benchmark.engine.config.views import fill_view_size
 from benchmark.harness.speed.timing import Settings
-from benchmark.layout import REPO_ROOT
+from benchmark.layout import method_configs
 from benchmark.names import BASELINES, METHOD_LABELS, METHOD_NAMES
 
 # The family: every self-supervised method of benchmark/names.py METHODS, in its order (each
@@ -25,19 +24,14 @@ PAIRS = {(f'{m}_moco' if base == 'mocov2' else m): (m, base) for m, base in BASE
 PRECISIONS = {'fp32': None, 'bf16': torch.bfloat16}  # autocast dtype of a bare step
 
 
-def method_config(method: str, depth: int) -> Path:
-    """The method's Tiny-ImageNet config at `depth`, else at ResNet-18, else its first config
-    by file name (configs/<method>_r<depth>_<data>...py): a method with no Tiny-ImageNet config
-    is timed too (the backbone is the settings' anyway)."""
-    configs = REPO_ROOT / 'configs'
-    for name in (f'{method}_r{depth}_tiny.py', f'{method}_r18_tiny.py'):
-        if (configs / name).is_file():
-            return configs / name
-    own = sorted(p for p in configs.glob(f'{method}_r*.py')
-                 if re.match(rf'{re.escape(method)}_r\d+_', p.name))
-    if not own:
+def method_config(method: str, depth: int, config_dir: Optional[Path] = None) -> Path:
+    """The method's Tiny-ImageNet config at `depth`, else its first config (`method_configs`:
+    its ResNet-18 Tiny-ImageNet one, else the first by name): a method with no Tiny-ImageNet
+    config is timed too (the backbone is the settings' anyway)."""
+    configs = method_configs(method, config_dir)
+    if not configs:
         raise FileNotFoundError(f'{method}: no configs/{method}_r<depth>_<data>.py to time')
-    return own[0]
+    return next((p for p in configs if p.name == f'{method}_r{depth}_tiny.py'), configs[0])
 
 
 def model_cfg(method: str, s: Settings) -> Config:

@@ -11,15 +11,14 @@ from benchmark.harness.speed import bench as speed
 from benchmark.harness.speed.bench import bench_steps, compile_speedup, paper_keys, step_ratios
 from benchmark.harness.speed.step import FAMILY, PAIRS
 from benchmark.harness.speed.timing import Settings
+from tests.harness.speed.test_speed_floor import PASSES
 
 
 def test_step_ratios_pair_each_member_with_its_baseline():
     """Hand-made step records: MixCo's steps take 1.5x, 2x, 1.5x MoCo-v2's adjacent ones."""
     base = dict(step_seconds=[1.0, 2.0, 4.0], peak_bytes=100, step_peak_growth_bytes=40,
                 flops_per_image=4.0)
-    passes = dict(mocov2=(1.0, 1.0), mixco=(1.5, 1.0), imix=(1.0, 1.0), unmix=(2.0, 1.0),
-                  mochi=(1.0, 1.0), simclr=(2.0, 0.0), mixco_simclr=(3.0, 0.0))
-    steps = {m: dict(base, encoder_images=passes.get(m, (1.0, 1.0))) for m in FAMILY
+    steps = {m: dict(base, encoder_images=PASSES.get(m, (1.0, 1.0))) for m in FAMILY
              if m != 'mixco'}
     steps['mixco'] = dict(step_seconds=[1.5, 4.0, 6.0], peak_bytes=130, step_peak_growth_bytes=70,
                           flops_per_image=5.5, encoder_images=(1.5, 1.0))

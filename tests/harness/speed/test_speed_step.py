@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-from benchmark.harness.speed import step
 from benchmark.harness.speed.step import (FAMILY, METHODS, PAIRS, build_step, method_config,
                                           model_cfg, step_inputs, train_step)
 from benchmark.harness.speed.timing import Settings
@@ -27,15 +26,12 @@ def test_the_family_is_every_self_supervised_method_each_timed_with_its_config()
     assert method_config('mixco', 101).name == 'mixco_r18_tiny.py'  # no ResNet-101 config
 
 
-def test_a_method_without_a_tiny_imagenet_config_is_timed_with_its_first(tmp_path, monkeypatch):
-    configs = tmp_path / 'configs'
-    configs.mkdir()
-    for name in ('newm_r18_digits.py', 'newm_r18_cifar10.py', 'newm_extra_r18_tiny.py'):
-        (configs / name).write_text('')
-    monkeypatch.setattr(step, 'REPO_ROOT', tmp_path)
-    assert method_config('newm', 18).name == 'newm_r18_cifar10.py'
-    with pytest.raises(FileNotFoundError, match='nothing: no configs/nothing_r<depth>_<data>.py'):
-        method_config('nothing', 18)
+def test_a_method_without_a_tiny_imagenet_config_is_timed_with_its_first(tmp_path):
+    for name in ('mixco_r18_digits.py', 'mixco_r18_cifar10.py', 'mixco_simclr_r18_tiny.py'):
+        (tmp_path / name).write_text('')
+    assert method_config('mixco', 18, tmp_path).name == 'mixco_r18_cifar10.py'
+    with pytest.raises(FileNotFoundError, match='supervised: no configs/supervised_r<depth>_'):
+        method_config('supervised', 18, tmp_path)
 
 
 def test_model_cfg_takes_the_backbone_and_times_mochi_mixing():
