@@ -73,6 +73,19 @@ def _signals_as_they_were():
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+@pytest.fixture(autouse=True)
+def _no_wandb_session_left():
+    """Each test ends the wandb session it started: an in-process training starts one (even
+    with wandb disabled) that keeps the environment it saw, and wandb then warns on stderr in a
+    later test of the same worker whose environment differs (a test expecting one error line
+    fails, depending on the order)."""
+    yield
+    setup = sys.modules.get('wandb.sdk.wandb_setup')
+    if setup is not None and getattr(setup, '_singleton', None) is not None:
+        import wandb
+        wandb.teardown()
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/e2e/ is `slow` (`make test-fast` leaves them out), as are the
     tests of the gloo process pair (tests/methods/conftest.py) and the tests elsewhere marked
