@@ -95,6 +95,30 @@ def free_groups() -> None:
     called without an active exception") after the run has finished: 3 of 17 two-process DDP
     runs on a 2-core CPU, none of 40 freed first (pytorch/pytorch#109478 on the group's
     lifetime). Call it once the caller has dropped its references (tools/train.py: the runner).
+    The workers of the loaders are stopped first: the collection would wait 5 s for each
+    (`close_loader_workers`).
     """
     import gc
+    close_loader_workers()
     gc.collect()
+
+
+def close_loader_workers() -> int:
+    """Stop the worker processes of every DataLoader iterator still alive; how many iterators.
+
+    A loader with persistent workers keeps its iterator, and a runner's reference cycles keep
+    the loader: collected by `gc.collect` (`free_groups`), the iterator's index
+    queues are finalized before the iterator itself, so the workers never get the stop message,
+    and torch waits 5 s for each (MP_STATUS_CHECK_INTERVAL) before it terminates it
+    (pytorch/pytorch#81794; no public way to close a loader, pytorch/pytorch#64766). Stopped
+    here, while the queues work, they end at once.
+    """
+    import gc
+    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+    # type(), not isinstance: the objects include weak proxies whose referent is gone
+    alive = [obj for obj in gc.get_objects()
+             if issubclass(type(obj), _MultiProcessingDataLoaderIter)]
+    for iterator in alive:
+        iterator._shutdown_workers()
+    return len(alive)
+

@@ -33,7 +33,7 @@ class PrivateName(NamedTuple):
         return '.'.join(p for p in (self.module, self.owner, self.name) if p)
 
 
-# Every private mmengine name the suite touches. Outside a subclass it is reached only through
+# Every private mmengine name the suite touches (and one of torch's). Outside a subclass it is reached only through
 # the functions of this module; a subclass of an mmengine class (SafeCheckpointHook,
 # SafeWandbVisBackend, GPUViewPreprocessor, CPUCapableAmpOptimWrapper, the HistoryBuffer update
 # above) uses its base's names directly. tests/engine/test_compat.py has one test per entry that
@@ -66,6 +66,8 @@ PRIVATE_API: Tuple[PrivateName, ...] = (
                 'GPUViewPreprocessor (the copy of a batch to the device)'),
     PrivateName('mmengine.logging', 'MMLogger', '_instance_dict', 'attribute', None,
                 "manager_instances (tests close the loggers of the runs they start)"),
+    PrivateName('torch.utils.data.dataloader', '_MultiProcessingDataLoaderIter',
+                '_shutdown_workers', 'method', (), 'benchmark.dist.close_loader_workers'),
 )
 
 
