@@ -244,41 +244,51 @@ def _orphans(marker: str) -> List[int]:
 
 def section_dead_rank(card: Scorecard, tmp: str, data_root: str, timeout_s: int = 20,
                       log=print) -> None:
-    """One of two processes killed, or hung (SIGSTOP): the job ends non-zero in time, no orphans."""
+    """One of two processes killed, or hung (SIGSTOP): the job ends non-zero in time, no orphans.
+    The two jobs run at once: the hung one spends most of its time waiting (the collective's
+    timeout, then torchrun's wait before it kills a process that ignores SIGTERM)."""
+    jobs = {}
     for kind in ('dead', 'hung'):
         work = osp.join(tmp, f'rank-{kind}')
         fault = ("dict(type='KillHook', at_iter=3, rank=1)" if kind == 'dead' else '')
         cfg = write_config(osp.join(tmp, f'rank-{kind}.py'), 'mocov2', data_root, epochs=20,
                            fault=fault, extra=f'env_cfg = dict(dist_cfg=dict(timeout={timeout_s}))\n')
         env = dict(tiny_env(work), PORT=str(free_port()), PYTHON=sys.executable)
-        start = time.monotonic()
-        proc = subprocess.Popen(['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), cfg, '2',
-                                 '--work-dir', work, '--no-eval'], cwd=REPO_ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if kind == 'hung':
-            rank1 = None
-            while rank1 is None and time.monotonic() - start < 120:
-                time.sleep(0.5)
-                logs = glob.glob(osp.join(work, '*', '*.log'))
-                if logs and _logged_iter(Path(logs[0]).read_text(), 1, 2):
-                    rank1 = _rank_pid(work, 1)
+        out = osp.join(tmp, f'rank-{kind}.out')
+        with open(out, 'w') as f:
+            proc = subprocess.Popen(['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), cfg, '2',
+                                     '--work-dir', work, '--no-eval'], cwd=REPO_ROOT, env=env,
+                                    stdout=f, stderr=subprocess.STDOUT)
+        jobs[kind] = dict(work=work, proc=proc, out=out, start=time.monotonic(), end=None)
+    hung, stopped = jobs['hung'], False
+    while any(job['end'] is None for job in jobs.values()):
+        time.sleep(0.5)
+        now = time.monotonic()
+        if not stopped and hung['end'] is None and now - hung['start'] < 120:
+            logs = glob.glob(osp.join(hung['work'], '*', '*.log'))
+            rank1 = (_rank_pid(hung['work'], 1)
+                     if logs and _logged_iter(Path(logs[0]).read_text(), 1, 2) else None)
             if rank1:
                 os.kill(rank1, signal.SIGSTOP)
-                start = time.monotonic()
-        try:
-            out, _ = proc.communicate(timeout=timeout_s + 120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        took = time.monotonic() - start
-        left = _orphans(work)
+                hung['start'], stopped = now, True
+        for job in jobs.values():
+            if job['end'] is None and job['proc'].poll() is not None:
+                job['end'] = now
+            elif job['end'] is None and now - job['start'] > timeout_s + 120:
+                job['proc'].kill()
+                job['proc'].wait()
+                job['end'] = now
+    for kind, job in jobs.items():
+        took, out = job['end'] - job['start'], Path(job['out']).read_text()
+        left = _orphans(job['work'])
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         names_rank = 'rank: 1' in out or 'rank 1' in out
-        ok = proc.returncode != 0 and took <= timeout_s + 60 and not left and names_rank
-        card.fault(ok, f'{kind} rank: rc {proc.returncode} after {took:.0f}s, orphans {left}, '
+        rc = job['proc'].returncode
+        ok = rc != 0 and took <= timeout_s + 60 and not left and names_rank
+        card.fault(ok, f'{kind} rank: rc {rc} after {took:.0f}s, orphans {left}, '
                        f'names rank 1: {names_rank}')
-        log(f'  {kind} process: job exit {proc.returncode} after {took:.0f} s (limit '
+        log(f'  {kind} process: job exit {rc} after {took:.0f} s (limit '
             f'{timeout_s}+60), orphans {len(left)}, log names rank 1: {names_rank}')
 
 
