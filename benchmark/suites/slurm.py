@@ -22,7 +22,8 @@ from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG
 from benchmark.suites.claim import RunClaim
 from benchmark.suites.outcome import Outcome
 from benchmark.suites.plan import RunPlan, mark_work_dir
-from benchmark.suites.slurm_queue import drop_submitting, note_submitting, record_job, wait_task
+from benchmark.suites.slurm_queue import (WAIT_POLL_S, drop_submitting, note_submitting,
+                                          record_job, wait_task)
 from benchmark.suites.slurm_task import RunTask, Step
 from benchmark.suites.snapshot import SNAPSHOT_DIR, in_snapshot, snapshot_code
 from benchmark.suites.spec import SuiteError, resolve_config
@@ -46,6 +47,7 @@ PARAMETERS = {
     'extra': 'slurm_additional_parameters',  # any other sbatch option: dict(exclusive=True)
     'cluster': 'cluster',  # 'slurm', or 'local' (this machine, for trying a submission)
     'nodes': 'nodes',  # set: one task per process over this many nodes (slurm_ranks)
+    'poll_s': '',  # not submitit's: how often --wait looks at each task (slurm_queue.wait_task)
 }
 CPUS_PER_PROCESS = 5
 SIGNAL_DELAY_S = 120
@@ -154,6 +156,10 @@ def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
                          f"dashes, e.g. dict(exclusive=True, mail_type='END'), got {extra!r}")
     params['slurm_additional_parameters'] = {'requeue': True, **extra}
     timeouts = _positive_int(slurm, 'max_requeues', where, MAX_REQUEUES, low=0)
+    poll = slurm.get('poll_s', WAIT_POLL_S)
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0.5 <= poll <= 3600:
+        raise SuiteError(f'{where}: slurm.poll_s must be a number of seconds from 0.5 to 3600 '
+                         f'(how often --wait asks squeue), got {poll!r}')
     return cluster, params, timeouts
 
 
@@ -234,7 +240,7 @@ def _finished(runner, index: int, plan: RunPlan, job, local: bool) -> Outcome:
     """Wait for one task; its outcome."""
     run, log = plan.run, str(job.paths.stdout)
     prefix = f'[{index}/{runner.total}] {run.name}: task {job.job_id}'
-    if not local and not wait_task(job):
+    if not local and not wait_task(job, poll_s=runner.slurm.get('poll_s', WAIT_POLL_S)):
         runner.out(f'{prefix} -> failed: it left the queue without a result (cancelled, or '
                    f'killed before it wrote one); log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)

@@ -56,7 +56,7 @@ ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
 SLURM_KEYS = ('partition', 'time', 'gpus_per_node', 'cpus_per_task', 'mem', 'account', 'qos',
               'constraint', 'array_parallelism', 'signal_delay_s', 'max_requeues', 'extra',
-              'cluster', 'nodes')  # benchmark.suites.slurm.PARAMETERS says what each sets
+              'cluster', 'nodes', 'poll_s')  # benchmark.suites.slurm.PARAMETERS: what each sets
 EVAL_PROTOCOLS = (*FEATURE_PROTOCOLS, 'linear_paper')
 
 

@@ -5,7 +5,8 @@ array. In the middle of its training the job gets SLURM's time-limit warning (US
 training, which saves and exits 143, submitit requeues the job through ``scontrol requeue``,
 SLURM starts it again, the training resumes and ends with the weights of the uninterrupted run
 (tests/e2e/conftest.py's, one process), bit for bit, and the run has exactly one record.
-The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any machine."""
+The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any machine. The
+suites' --wait looks at their tasks every second (slurm.poll_s=1; 5 s by default)."""
 import os
 import re
 import subprocess
@@ -28,7 +29,7 @@ SUITE = """
 configs = [{config!r}]
 seeds = [0]
 procs = 1
-slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1)
+slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, poll_s=1)
 """
 
 
@@ -204,7 +205,7 @@ def test_wait_ends_for_a_job_cancelled_before_it_ran(real_slurm, tmp_path):
     suite_file.write_text(
         "configs = ['configs/mocov2_r18_digits.py']\nseeds = [0]\nprocs = 1\n"
         "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
-        "extra=dict(hold=True))\n")
+        "poll_s=1, extra=dict(hold=True))\n")
     env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
     proc = subprocess.Popen([sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file),
                              '--no-wandb', '--launcher', 'slurm', '--wait'], cwd=tmp_path,
@@ -233,7 +234,7 @@ def test_one_task_per_process_trains_as_torchrun_does(real_slurm, tmp_path, tiny
     suite_file.write_text(
         f"configs = [{config!r}]\nseeds = [0]\nprocs = 2\n"
         "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
-        "nodes=1)\n")
+        "nodes=1, poll_s=1)\n")
     env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
     cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
            '--launcher', 'slurm', '--wait']

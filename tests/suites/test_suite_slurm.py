@@ -173,6 +173,9 @@ def test_suite_is_one_array_and_queued_tasks_wait(tmp_path, stubs, monkeypatch):
     ("dict(time=60, cluster='pbs')", "slurm.cluster must be 'slurm' or 'local'"),
     ("dict(time=60, max_num_timeout=3)", 'slurm.max_num_timeout is now slurm.max_requeues'),
     ("dict(time=60, max_requeues=-1)", 'slurm.max_requeues must be an integer >= 0'),
+    ("dict(time=60, poll_s=0)", 'slurm.poll_s must be a number of seconds from 0.5 to 3600'),
+    ("dict(time=60, poll_s='5')", "slurm.poll_s must be a number of seconds from 0.5 to 3600 "
+                                  "(how often --wait asks squeue), got '5'"),
 ])
 def test_bad_slurm_keys_fail_in_one_line_before_submitting(tmp_path, stubs, slurm, message):
     path = tmp_path / 'bad.py'
@@ -182,6 +185,21 @@ def test_bad_slurm_keys_fail_in_one_line_before_submitting(tmp_path, stubs, slur
         _run(path, tmp_path, launcher='slurm', partition='gpu')
     assert message in str(err.value) and '\n' not in str(err.value)
     assert calls(stubs, 'sbatch') == [] and not (tmp_path / 'work').exists()
+
+
+def test_wait_looks_at_the_tasks_as_often_as_the_suite_says(tmp_path, stubs, monkeypatch):
+    """--wait: slurm.poll_s (default slurm_queue.WAIT_POLL_S) is how often each task is looked at."""
+    import benchmark.suites.slurm as slurm_module
+    polls = []
+    monkeypatch.setattr(slurm_module, 'wait_task',
+                        lambda job, poll_s: polls.append(poll_s) or False)  # left the queue
+    for poll, text in ((2, ', poll_s=2)'), (slurm_module.WAIT_POLL_S, ')')):
+        polls.clear()
+        path = tmp_path / f'poll{poll}.py'
+        path.write_text(SLURM_SUITE[:-2] + text + '\n')
+        code, out = _run(path, tmp_path, launcher='slurm', partition='gpu', wait=True)
+        assert code == 1 and polls == [poll, poll], out
+        assert out[-2].startswith('summary: 2 run(s): 2 failed'), out
 
 
 def test_refused_submission_is_one_line_and_fails_the_runs(tmp_path, stubs, monkeypatch):
