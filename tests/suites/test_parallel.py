@@ -195,14 +195,14 @@ exit 0
 PROGRESS = """
 import json, os, sys, time
 work = sys.argv[1]
-time.sleep(1.5)  # starting up: an earlier attempt's progress.json is still there
+time.sleep(0.6)  # starting up: an earlier attempt's progress.json is still there
 def write(**state):
     state.update(max_epochs=3, max_iters=12, updated=time.time())
     tmp = os.path.join(work, '.p.tmp')
     with open(tmp, 'w') as f:
         json.dump(state, f)
     os.replace(tmp, os.path.join(work, 'progress.json'))
-    time.sleep(1.2)
+    time.sleep(0.6)  # the suite looks every 0.1 s (runner.POLL_S, patched)
 for epoch in (1, 2, 3):
     write(phase='training', epoch=epoch, iter=4 * epoch, s_per_epoch=2.0,
           eta_s=2.0 * (3 - epoch), train_s=2.0 * epoch)
@@ -218,6 +218,7 @@ def test_status_lines_show_each_run_epoch_eta_trained_and_the_suite_eta(tmp_path
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
         sys.executable, str(script), plan.run.work_dir])
     monkeypatch.setattr(StatusLines, 'every_s', 0.0)
+    monkeypatch.setattr(runner_module, 'POLL_S', 0.1)
     stale = tmp_path / 'runs/suites/par/mocov2_r18_digits-s0'
     stale.mkdir(parents=True)  # an earlier attempt's file: never shown
     (stale / PROGRESS_FILE).write_text(json.dumps(dict(
@@ -242,7 +243,8 @@ def test_progress_lines_are_rate_limited(tmp_path, no_gpu, monkeypatch):
     script = tmp_path / 'progress.py'
     script.write_text(PROGRESS)
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
-        sys.executable, str(script), plan.run.work_dir])  # epochs 1.2 s apart
+        sys.executable, str(script), plan.run.work_dir])  # epochs 0.6 s apart
+    monkeypatch.setattr(runner_module, 'POLL_S', 0.1)
     code, out = _run(_suite(tmp_path, SUITE.replace('[0, 1, 2]', '[0]')), tmp_path)
     assert code == 0
     epochs = [line for line in out if ' iter ' in line]
