@@ -1,7 +1,9 @@
 # make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (two one-process runs at a time),
 # evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
-# make test: the test suite in WORKERS pytest-xdist processes (default 2, one per core of a
-# 2-core machine; WORKERS=0 runs it in one process), then its 25 slowest tests;
+# make test: the test suite in WORKERS pytest-xdist processes (default 3 for a 2-core machine:
+# the slow tests wait for SLURM, timeouts and signals part of the time, and a third worker
+# uses the core a waiting one leaves; WORKERS=0 runs it in one process), then its 25 slowest
+# tests;
 # make test-fast: without the tests marked slow (tests/e2e/ and the others that take seconds).
 # make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
 # included (TESTS=tests/tools for a part of it).
@@ -42,7 +44,7 @@ install-gpu: $(STAMP)
 # --maxschedchunk 1: pytest-xdist hands out the tests one at a time. By default each worker
 # starts with a quarter of its share in a row, so the first worker would get every slow test
 # (they come first) and run them alone while the other ran out of short ones.
-WORKERS ?= 2
+WORKERS ?= 3
 XDIST = -n $(WORKERS) $(if $(filter 0,$(WORKERS)),,--maxschedchunk 1)
 test: $(STAMP)
 	$(PY) -m pytest -ra $(XDIST) --durations=25
