@@ -33,8 +33,9 @@ class PrivateName(NamedTuple):
         return '.'.join(p for p in (self.module, self.owner, self.name) if p)
 
 
-# Every private mmengine name the suite touches (and one of torch's). Outside a subclass it is reached only through
-# the functions of this module; a subclass of an mmengine class (SafeCheckpointHook,
+# Every private mmengine name the suite touches, and one of torch's (a DataLoader iterator's
+# `_shutdown_workers`, called by benchmark.dist). Outside a subclass an mmengine name is reached
+# only through the functions of this module; a subclass of an mmengine class (SafeCheckpointHook,
 # SafeWandbVisBackend, GPUViewPreprocessor, CPUCapableAmpOptimWrapper, the HistoryBuffer update
 # above) uses its base's names directly. tests/engine/test_compat.py has one test per entry that
 # fails naming it when the installed mmengine has changed it.

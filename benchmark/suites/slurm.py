@@ -92,6 +92,11 @@ def _positive_int(slurm: dict, key: str, where: str, default: Any = None, low: i
     return value
 
 
+def wait_poll_s(slurm: Dict[str, Any]) -> Any:
+    """How often --wait looks at each task: the suite's slurm.poll_s, else WAIT_POLL_S."""
+    return slurm.get('poll_s', WAIT_POLL_S)
+
+
 def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
                       where: str) -> Tuple[str, Dict[str, Any], int]:
     """(cluster, AutoExecutor parameters, requeues at the time limit) of a suite's slurm keys (which
@@ -156,7 +161,7 @@ def executor_settings(slurm: Dict[str, Any], procs: int, name: str,
                          f"dashes, e.g. dict(exclusive=True, mail_type='END'), got {extra!r}")
     params['slurm_additional_parameters'] = {'requeue': True, **extra}
     timeouts = _positive_int(slurm, 'max_requeues', where, MAX_REQUEUES, low=0)
-    poll = slurm.get('poll_s', WAIT_POLL_S)
+    poll = wait_poll_s(slurm)
     if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0.5 <= poll <= 3600:
         raise SuiteError(f'{where}: slurm.poll_s must be a number of seconds from 0.5 to 3600 '
                          f'(how often --wait asks squeue), got {poll!r}')
@@ -240,7 +245,7 @@ def _finished(runner, index: int, plan: RunPlan, job, local: bool) -> Outcome:
     """Wait for one task; its outcome."""
     run, log = plan.run, str(job.paths.stdout)
     prefix = f'[{index}/{runner.total}] {run.name}: task {job.job_id}'
-    if not local and not wait_task(job, poll_s=runner.slurm.get('poll_s', WAIT_POLL_S)):
+    if not local and not wait_task(job, poll_s=wait_poll_s(runner.slurm)):
         runner.out(f'{prefix} -> failed: it left the queue without a result (cancelled, or '
                    f'killed before it wrote one); log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
