@@ -23,20 +23,13 @@ for name in NUM_PROCS NNODES; do
 done
 
 # A stop signal that comes before the training processes run is kept (STOP) and passed on to
-# them once they do; one that comes before they start ends this script (143; 130 for SIGINT).
+# them once they do; one that comes before the config is checked ends this script (143; 130
+# for SIGINT) without starting them.
 STOP=
 trap 'STOP=TERM' TERM
 trap 'STOP=USR1' USR1
 trap 'STOP=INT' INT
 
-# The config is checked once, in one process, before any is started: a bad key or value is one
-# line and exit code 2 (torchrun would wrap the processes' errors in its own report).
-WORLD_SIZE=$((NNODES * NUM_PROCS)) PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
-  "$PYTHON" "$ROOT/tools/train.py" "$CONFIG" --check-only "$@" || exit $?
-if [ -n "$STOP" ]; then
-  echo "stopped by SIG$STOP before training started; nothing to save" >&2
-  if [ "$STOP" = INT ]; then exit 130; else exit 143; fi
-fi
 # One machine without a PORT: torchrun's standalone rendezvous, whose store binds a free port
 # itself and keeps it (a port picked here and bound by torchrun later could be taken meanwhile
 # by another run on the node). Several machines, or a PORT given: that address and port.
@@ -61,23 +54,55 @@ fi
 # import or load a checkpoint is acted on after their first step instead of killing them.
 # They inherit torchrun's blocked mask, so one that comes before their interpreter has
 # started stays pending until the hold is in place, which then unblocks and records it.
+if [ -n "$STOP" ]; then
+  echo "stopped by SIG$STOP before training started; nothing to save" >&2
+  if [ "$STOP" = INT ]; then exit 130; else exit 143; fi
+fi
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
+# The config is checked once, before any training process starts, in the process that then
+# runs torchrun (tools/train.py --check-only, in-process): a bad key or value is one line and
+# exit code 2 (torchrun would wrap the processes' errors in its own report). A stop signal that
+# comes while it checks (held: TRAIN_HOLD_SIGNALS) ends it with 143 (130 for SIGINT) and one
+# line, before anything trains.
 TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
   PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
-  "$PYTHON" -c 'import runpy, signal, sys
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
-sys.argv[0] = "torchrun"
+  "$PYTHON" -c 'import os, runpy, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1, signal.SIGINT})
+world_size, given, train_py = sys.argv[1:4]
+check, torchrun = sys.argv[4:5 + int(given)], sys.argv[5 + int(given):]
+os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
+code = runpy.run_path(train_py, run_name="dist_train_check")["main"]([*check, "--check-only"])
+del os.environ["WORLD_SIZE"]
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # held until now
+from benchmark.engine import held_signals
+stop = held_signals.take() or next((s.name for s in sorted(signal.sigpending())), None)
+if code or stop:
+    if not code:
+        print(f"stopped by {stop} before training started; nothing to save", file=sys.stderr)
+    sys.exit(code or (130 if stop == "SIGINT" else 143))
+for name in held_signals.SIGNALS:
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+sys.argv = ["torchrun", *torchrun]
 runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
+  "$((NNODES * NUM_PROCS))" "$#" "$ROOT/tools/train.py" "$CONFIG" "$@" \
   "${RENDEZVOUS[@]}" --nproc_per_node="$NUM_PROCS" \
   "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
 CHILD=$!
 SENT=
-trap 'STOP=TERM SENT=' TERM
-trap 'STOP=USR1 SENT=' USR1
+TOLD=
+trap 'STOP=TERM SENT= TOLD=' TERM
+trap 'STOP=USR1 SENT= TOLD=' USR1
 trap 'STOP=INT SENT=' INT
 set +e
 while kill -0 "$CHILD" 2>/dev/null; do
+  # SIGTERM or SIGUSR1 reaches the checking process too: it ends before anything trains if
+  # it is still checking (after that, torchrun keeps both blocked and never sees them).
+  if [ -n "$STOP" ] && [ "$STOP" != INT ] && [ -z "$TOLD" ]; then
+    kill "-$STOP" "$CHILD" 2>/dev/null
+    TOLD=1
+  fi
   # A signal is passed on to torchrun's training processes once all of them have started.
   if [ -n "$STOP" ] && [ -z "$SENT" ]; then
     if [ "$(pgrep -c -P "$CHILD")" -ge "$NUM_PROCS" ]; then

@@ -60,11 +60,19 @@ def test_a_signal_pending_from_a_blocked_start_is_held_once_the_hold_is_in_place
 
 
 def test_dist_train_starts_torchrun_with_the_stop_signals_blocked():
-    """The torchrun wrapper blocks both signals first thing, so its children inherit them
-    blocked (the test above: they are then held, not fatal, however early they come)."""
+    """The process that checks the config and then runs torchrun blocks both signals first
+    thing, and again once the check has held them, so torchrun's children inherit them blocked
+    (the test above: they are then held, not fatal, however early they come)."""
     script = (ROOT / 'tools' / 'dist_train.sh').read_text()
-    wrapper = script[script.index("-c 'import runpy"):script.index('runpy.run_module')]
-    assert 'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})' in wrapper
+    wrapper = script[script.index("-c 'import os, runpy"):script.index('runpy.run_module')]
+    lines = wrapper.split('\n')
+    assert lines[1].startswith('signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, '
+                               'signal.SIGUSR1')
+    check = next(i for i, line in enumerate(lines) if 'run_path' in line)
+    block = next(i for i, line in enumerate(lines) if line.startswith(
+        'signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})'))
+    assert check < block
+    assert not any('SIG_UNBLOCK' in line and 'SIGTERM' in line for line in lines[block:])
 
 
 def test_release_delivers_a_held_signal_with_its_default_action():
@@ -79,18 +87,25 @@ def test_release_delivers_a_held_signal_with_its_default_action():
 
 
 @pytest.mark.slow
-def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, subprocess_env):
-    """SIGTERM while tools/dist_train.sh checks the config (before any trap it had set once
-    torchrun ran): the script used to die there and leave nothing to stop a training it was
-    about to start; now it ends with 143 and one line, and nothing trains."""
+@pytest.mark.parametrize('sent_to, sig, code', [('the script', signal.SIGTERM, 143),
+                                                ('the whole job', signal.SIGINT, 130)])
+def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, subprocess_env,
+                                                                   sent_to, sig, code):
+    """A stop signal while tools/dist_train.sh checks the config: sent to the script alone (it
+    tells the checking process) or to every process of the job (as a scheduler or Ctrl-C does),
+    the job ends with one line and 143 (130 for SIGINT), and nothing trains."""
     proc = subprocess.Popen(['bash', str(ROOT / 'tools' / 'dist_train.sh'),
                              'configs/mixco_r18_tiny.py', '1', '--work-dir', str(tmp_path / 'w')],
                             cwd=ROOT, env=dict(subprocess_env, PYTHON=sys.executable),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     time.sleep(1)  # the config check takes seconds: it is importing torch
-    proc.send_signal(signal.SIGTERM)
+    if sent_to == 'the script':
+        proc.send_signal(sig)
+    else:
+        os.killpg(proc.pid, sig)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err[-2000:]
-    assert err.strip().splitlines()[-1] == ('stopped by SIGTERM before training started; '
+    assert proc.returncode == code, err[-2000:]
+    assert err.strip().splitlines()[-1] == (f'stopped by {sig.name} before training started; '
                                             'nothing to save')
     assert not list(Path(tmp_path / 'w').glob('*/*.log'))
