@@ -71,9 +71,11 @@ TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1, signal.SIGINT})
 world_size, given, train_py = sys.argv[1:4]
 check, torchrun = sys.argv[4:5 + int(given)], sys.argv[5 + int(given):]
+exit_file = os.environ.pop("TRAIN_EXIT_CODE_FILE")  # the check says its own error, once
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
 code = runpy.run_path(train_py, run_name="dist_train_check")["main"]([*check, "--check-only"])
 del os.environ["WORLD_SIZE"]
+os.environ["TRAIN_EXIT_CODE_FILE"] = exit_file
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # held until now
 from benchmark.engine import held_signals
 stop = held_signals.take() or next((s.name for s in sorted(signal.sigpending())), None)
