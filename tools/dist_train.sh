@@ -72,6 +72,7 @@ signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1, signal
 world_size, given, train_py = sys.argv[1:4]
 check, torchrun = sys.argv[4:5 + int(given)], sys.argv[5 + int(given):]
 exit_file = os.environ.pop("TRAIN_EXIT_CODE_FILE")  # the check says its own error, once
+sys.argv[0] = train_py  # argparse names the tool in its messages
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
 code = runpy.run_path(train_py, run_name="dist_train_check")["main"]([*check, "--check-only"])
 del os.environ["WORLD_SIZE"]

@@ -60,6 +60,17 @@ def test_dist_train_queue_smaller_than_all_processes_batch(tmp_path, subprocess_
     assert 'ChildFailedError' not in result[0].stderr and not (tmp_path / 'work').exists()
 
 
+def test_dist_train_unknown_argument_is_train_pys_line(tmp_path, subprocess_env):
+    """An argument tools/train.py does not take: its usage error, named as train.py's, exit 2,
+    before torchrun starts."""
+    result = run(['bash', 'tools/dist_train.sh', DIGITS, '2', '--work-dir', tmp_path / 'work',
+                  '--no-evaluation'], dict(subprocess_env, PYTHON=sys.executable))
+    assert result[0].returncode == 2
+    assert result[0].stderr.splitlines() == [
+        'error: train.py: unrecognized arguments: --no-evaluation']
+    assert not (tmp_path / 'work').exists()
+
+
 def test_eval_refuses_a_checkpoint_that_asks_for_code(bad_checkpoints, tmp_path, subprocess_env):
     path = bad_checkpoints['forbidden']
     line = one_error_line(tool('eval.py', DIGITS, path, '--results-dir', tmp_path / 'results',
