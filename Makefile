@@ -5,8 +5,8 @@
 # uses the core a waiting one leaves; WORKERS=0 runs it in one process), then its 25 slowest
 # tests;
 # make test-fast: without the tests marked slow (tests/e2e/ and the others that take seconds).
-# make coverage: the test suite with line coverage of benchmark, methods and tools, subprocesses
-# included (TESTS=tests/tools for a part of it).
+# make coverage: the test suite (in the same workers) with line coverage of benchmark, methods
+# and tools, subprocesses included (TESTS=tests/tools for a part of it).
 # All three run the tests in a random order (pytest-randomly); its seed is in pytest's header,
 # which -q would hide.
 VENV ?= .venv
@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 
 TESTS ?=
 coverage: $(STAMP)
-	$(PY) -m pytest -ra --cov --cov-report=term $(TESTS)
+	$(PY) -m pytest -ra $(XDIST) --cov --cov-report=term $(TESTS)
 
 # The demo suite (configs/suites/demo_digits.py) with two of its three seeds, two runs at a time
 # (each its share of the cores); runs whose records exist are skipped, so a rerun only renders.
