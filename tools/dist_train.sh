@@ -62,31 +62,29 @@ export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 # The config is checked once, before any training process starts, in the process that then
 # runs torchrun (tools/train.py --check-only, in-process): a bad key or value is one line and
-# exit code 2 (torchrun would wrap the processes' errors in its own report). A stop signal that
-# comes while it checks (held: TRAIN_HOLD_SIGNALS) ends it with 143 (130 for SIGINT) and one
-# line, before anything trains.
+# exit code 2 (torchrun would wrap the processes' errors in its own report). The stop signals
+# stay blocked while it checks (in the threads torch starts meanwhile as well): one that came
+# then ends it with 143 (130 for SIGINT) and one line, before anything trains.
 TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
   PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
   "$PYTHON" -c 'import os, runpy, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1, signal.SIGINT})
 world_size, given, train_py = sys.argv[1:4]
 check, torchrun = sys.argv[4:5 + int(given)], sys.argv[5 + int(given):]
-exit_file = os.environ.pop("TRAIN_EXIT_CODE_FILE")  # the check says its own error, once
-sys.argv[0] = train_py  # argparse names the tool in its messages
+env = dict(os.environ)  # torchrun and its processes get it back as it was
+del os.environ["TRAIN_HOLD_SIGNALS"]  # kept blocked here (in every thread the check starts)
+del os.environ["TRAIN_EXIT_CODE_FILE"]  # the check says its own error, once
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
+sys.argv[0] = train_py  # argparse names the tool in its messages
 code = runpy.run_path(train_py, run_name="dist_train_check")["main"]([*check, "--check-only"])
-del os.environ["WORLD_SIZE"]
-os.environ["TRAIN_EXIT_CODE_FILE"] = exit_file
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})  # held until now
-from benchmark.engine import held_signals
-stop = held_signals.take() or next((s.name for s in sorted(signal.sigpending())), None)
+os.environ.clear()
+os.environ.update(env)
+stop = next((s.name for s in sorted(signal.sigpending())), None)
 if code or stop:
     if not code:
         print(f"stopped by {stop} before training started; nothing to save", file=sys.stderr)
     sys.exit(code or (130 if stop == "SIGINT" else 143))
-for name in held_signals.SIGNALS:
-    signal.signal(getattr(signal, name), signal.SIG_DFL)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # torchrun handles it
 sys.argv = ["torchrun", *torchrun]
 runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
   "$((NNODES * NUM_PROCS))" "$#" "$ROOT/tools/train.py" "$CONFIG" "$@" \
@@ -97,12 +95,13 @@ SENT=
 TOLD=
 trap 'STOP=TERM SENT= TOLD=' TERM
 trap 'STOP=USR1 SENT= TOLD=' USR1
-trap 'STOP=INT SENT=' INT
+trap 'STOP=INT SENT= TOLD=' INT
 set +e
 while kill -0 "$CHILD" 2>/dev/null; do
-  # SIGTERM or SIGUSR1 reaches the checking process too: it ends before anything trains if
-  # it is still checking (after that, torchrun keeps both blocked and never sees them).
-  if [ -n "$STOP" ] && [ "$STOP" != INT ] && [ -z "$TOLD" ]; then
+  # The signal reaches the checking process too: it ends before anything trains if it is
+  # still checking (after that, torchrun keeps SIGTERM and SIGUSR1 blocked and never sees
+  # them; SIGINT stops torchrun's processes, as it stops them when it reaches them directly).
+  if [ -n "$STOP" ] && [ -z "$TOLD" ]; then
     kill "-$STOP" "$CHILD" 2>/dev/null
     TOLD=1
   fi

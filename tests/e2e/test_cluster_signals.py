@@ -84,6 +84,10 @@ def test_a_sigterm_while_the_training_processes_start_is_held_until_their_first_
     (Before, the default action killed them there: torchrun's failure, exit 1, nothing saved.)"""
     work = tmp_path / 'work'
     env = dict(run_env(tmp_path), PORT=str(fr.free_port()), PYTHON=sys.executable)
+    # As a user's shell has it: without OMP_NUM_THREADS, the launcher's torch starts its thread
+    # pool while it checks the config, and those threads must not take the signal either
+    # (torchrun gives each training process one thread itself).
+    env.pop('OMP_NUM_THREADS', None)
     cmd = ['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'),
            tiny_config(tmp_path / 'tiny.py', tiny_data), '2', '--work-dir', str(work), '--no-eval']
 
