@@ -101,7 +101,14 @@ while kill -0 "$CHILD" 2>/dev/null; do
   # The signal reaches the checking process too: it ends before anything trains if it is
   # still checking (after that, torchrun keeps SIGTERM and SIGUSR1 blocked and never sees
   # them; SIGINT stops torchrun's processes, as it stops them when it reaches them directly).
+  # Only once it has blocked them (its first line; SigBlk holds SIGTERM's bit, 0x4000): before
+  # that the signal's default action would end it without its line.
   if [ -n "$STOP" ] && [ -z "$TOLD" ]; then
+    MASK=$(sed -n 's/^SigBlk:[[:space:]]*//p' "/proc/$CHILD/status" 2>/dev/null)
+    if [ -n "$MASK" ] && (( (16#$MASK & 0x4000) == 0 )); then
+      sleep 0.05
+      continue
+    fi
     kill "-$STOP" "$CHILD" 2>/dev/null
     TOLD=1
   fi

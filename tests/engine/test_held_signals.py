@@ -87,20 +87,40 @@ def test_release_delivers_a_held_signal_with_its_default_action():
     assert (quiet.returncode, quiet.stdout) == (0, 'True\n')
 
 
+def launcher_started(script: int) -> bool:
+    """The script's Python process (the config check, then torchrun) exists: it has exec'd."""
+    for entry in Path('/proc').iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / 'stat').read_text().rsplit(')', 1)[1].split()[
+                    1]) == script and b'runpy' in (entry / 'cmdline').read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize('sent_to, sig, code', [('the script', signal.SIGTERM, 143),
-                                                ('the whole job', signal.SIGINT, 130)])
+@pytest.mark.parametrize('sent_to, when, sig, code', [
+    ('the script', 'while it checks', signal.SIGTERM, 143),
+    ('the whole job', 'while it checks', signal.SIGINT, 130),
+    ('the script', 'as its checking process starts', signal.SIGUSR1, 143)])
 def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, subprocess_env,
-                                                                   sent_to, sig, code):
+                                                                   sent_to, when, sig, code):
     """A stop signal while tools/dist_train.sh checks the config: sent to the script alone (it
-    tells the checking process) or to every process of the job (as a scheduler or Ctrl-C does),
-    the job ends with one line and 143 (130 for SIGINT), and nothing trains."""
+    tells the checking process, once that has blocked the signal: before, the default action
+    would end it without a word) or to every process of the job (as a scheduler or Ctrl-C
+    does), the job ends with one line and 143 (130 for SIGINT), and nothing trains."""
     proc = subprocess.Popen(['bash', str(ROOT / 'tools' / 'dist_train.sh'),
                              'configs/mixco_r18_tiny.py', '1', '--work-dir', str(tmp_path / 'w')],
                             cwd=ROOT, env=dict(subprocess_env, PYTHON=sys.executable),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    time.sleep(1)  # the config check takes seconds: it is importing torch
+    if when == 'while it checks':
+        time.sleep(1)  # the config check takes seconds: it is importing torch
+    else:
+        end = time.monotonic() + 60
+        while not launcher_started(proc.pid) and time.monotonic() < end:
+            pass
     if sent_to == 'the script':
         proc.send_signal(sig)
     else:
