@@ -103,8 +103,8 @@ def free_groups() -> None:
     gc.collect()
 
 
-def close_loader_workers() -> int:
-    """Stop the worker processes of every DataLoader iterator still alive; how many iterators.
+def close_loader_workers() -> None:
+    """Stop the worker processes of every DataLoader iterator still alive.
 
     A loader with persistent workers keeps its iterator, and a runner's reference cycles keep
     the loader: collected by `gc.collect` (`free_groups`), the iterator's index
@@ -120,5 +120,4 @@ def close_loader_workers() -> int:
              if issubclass(type(obj), _MultiProcessingDataLoaderIter)]
     for iterator in alive:
         iterator._shutdown_workers()
-    return len(alive)
 
