@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 from mmengine.registry import DATASETS
 from PIL import Image
+from torchvision import transforms as T
 
 from benchmark.data.base import DataRootError, ImageDataset, split_name
 
@@ -137,6 +138,8 @@ class Digits(ImageDataset):
         view: A preset of ``benchmark.data.views`` or None for the PIL image.
     """
 
+    grey_to_rgb = T.Grayscale(num_output_channels=3)  # the grey value in all three channels
+
     def __init__(self, data_root: str = '', split: str = 'train', input_size: int = 224,
                  view: Optional[Union[str, dict]] = 'mocov2') -> None:
         from sklearn.datasets import load_digits
@@ -158,4 +161,4 @@ class Digits(ImageDataset):
         split_name(split)
 
     def _load(self, index: int) -> Image.Image:
-        return Image.fromarray(self.images[index]).convert('RGB')
+        return self.grey_to_rgb(Image.fromarray(self.images[index]))

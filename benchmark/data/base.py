@@ -86,6 +86,10 @@ class ImageDataset(Dataset):
 
     classes: List[str]
     targets: List[int]
+    # How the data's grey images become the RGB the views take: a step the dataset applies
+    # (a torchvision transform, which an exported encoder's sidecar writes out), a rule in words
+    # where each file is converted as it is read, or None where the data is RGB.
+    grey_to_rgb: Union[None, str, Callable] = None
 
     def __init__(self, input_size: int, view: Optional[Union[str, dict]]) -> None:
         self.transform: Callable = view_of(input_size, view)

@@ -22,10 +22,12 @@ from benchmark.data.base import (SKIP_HINT, BadImageError,
                                  DataRootError, Samples, check_bad_data_policy, examples_of, ImageDataset,
                                  load_rgb, split_name)
 from benchmark.layout import SCAN_CACHE
-from benchmark.data.scan import LABELS, ScanReport, check_image, scan_image_files
+from benchmark.data.scan import LABELS, TO_RGB_RULE, ScanReport, check_image, scan_image_files
 
 class _FolderDataset(ImageDataset):
     """Image files on disk: every file is checked once before use, per ``bad_data``."""
+
+    grey_to_rgb = TO_RGB_RULE  # load_rgb reads every file as RGB
 
     def __init__(self, data_root: str, split: str = 'train', input_size: int = 224,
                  view: Optional[Union[str, dict]] = 'mocov2', bad_data: str = 'strict') -> None:

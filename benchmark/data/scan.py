@@ -69,6 +69,11 @@ class ScanReport:
             f' ({parts})' if parts else '')
 
 
+# `to_rgb` in words, for the sidecar of an encoder evaluated on image files.
+TO_RGB_RULE = ("each file as RGB, as PIL's image.convert('RGB') makes it: grey in all three "
+               'channels (16-bit grey scaled by 255/65535 first), alpha dropped')
+
+
 def to_rgb(image: Image.Image) -> Image.Image:
     """An 8-bit RGB copy of ``image``.
 

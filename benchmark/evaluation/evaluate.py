@@ -14,6 +14,7 @@ from mmengine.registry import DATASETS
 from torch import nn
 
 from benchmark import dist, layout
+from benchmark.data.eval_input import EVAL_VIEW
 from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
@@ -57,7 +58,7 @@ def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
         cls.check_root(dataset_cfg['data_root'], split)
         policy = {'bad_data': dataset_cfg['bad_data']} if 'bad_data' in dataset_cfg else {}
         dataset = cls(data_root=dataset_cfg['data_root'], split=split,
-                      input_size=dataset_cfg['input_size'], view='test', **policy)
+                      input_size=dataset_cfg['input_size'], view=EVAL_VIEW, **policy)
         splits[split] = extract_features(backbone, dataset, batch_size, num_workers,
                                          device=device)
     if not dist.is_main():

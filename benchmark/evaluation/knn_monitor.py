@@ -14,6 +14,7 @@ from mmengine.registry import DATASETS, HOOKS
 from torch.utils.data import Subset
 
 from benchmark import dist
+from benchmark.data.eval_input import EVAL_VIEW
 from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_k_for, knn_predict
@@ -72,7 +73,7 @@ class KNNMonitorHook(Hook):
             for split, size in (('train', self.num_train), ('val', self.num_test)):
                 policy = {'bad_data': data['bad_data']} if 'bad_data' in data else {}
                 dataset = cls(data_root=data['data_root'], split=split,
-                              input_size=data['input_size'], view='test', **policy)
+                              input_size=data['input_size'], view=EVAL_VIEW, **policy)
                 subsets[split] = Subset(dataset, fixed_subset(rng, len(dataset), size).tolist())
             self.num_classes = len(dataset.classes)
             self._subsets = subsets

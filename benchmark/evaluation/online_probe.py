@@ -26,6 +26,7 @@ from torch.nn.utils import skip_init
 from torch.utils.data import Subset
 
 from benchmark import dist
+from benchmark.data.eval_input import EVAL_VIEW
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.evaluation.datasets import eval_dataset_cfg
@@ -180,7 +181,7 @@ class OnlineLinearProbeHook(Hook):
             data = eval_dataset_cfg(cfg)
             policy = {'bad_data': data['bad_data']} if 'bad_data' in data else {}
             dataset = DATASETS.get(data['type'])(data_root=data['data_root'], split='val',
-                                                 input_size=data['input_size'], view='test',
+                                                 input_size=data['input_size'], view=EVAL_VIEW,
                                                  **policy)
             size = len(dataset) if self.num_test is None else self.num_test
             indices = fixed_subset(np.random.default_rng(self.seed), len(dataset), size)

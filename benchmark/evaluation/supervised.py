@@ -14,11 +14,12 @@ from mmengine.registry import DATASETS
 from torch import Tensor, nn
 
 from benchmark import dist
+from benchmark.data.eval_input import EVAL_VIEW
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.topk import topk_accuracy
 from benchmark.names import ACCURACY
 
-SETTINGS = dict(split='val', head='trained classifier', view='test')
+SETTINGS = dict(split='val', head='trained classifier', view=EVAL_VIEW)
 
 
 def eval_split(dataset_cfg: dict, split: str):
@@ -28,7 +29,7 @@ def eval_split(dataset_cfg: dict, split: str):
     cls.check_root(dataset_cfg['data_root'], split)
     policy = {'bad_data': dataset_cfg['bad_data']} if 'bad_data' in dataset_cfg else {}
     return cls(data_root=dataset_cfg['data_root'], split=split,
-               input_size=dataset_cfg['input_size'], view='test', **policy)
+               input_size=dataset_cfg['input_size'], view=EVAL_VIEW, **policy)
 
 
 @torch.no_grad()
