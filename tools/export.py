@@ -6,8 +6,9 @@ python tools/export.py authors.pth.tar --format torchvision --config configs/mix
 python tools/export.py random --format torchvision --config configs/mixco_r18_digits.py
 
 Writes the weights and, beside them, ``<weights>.json``: the line that builds the torchvision
-model they load into, the stem, the evaluations' normalisation and the checkpoint's sha256
-(see docs/evaluation.md).
+model they load into, the stem, how the run's evaluations feed it (input size, grey to RGB,
+resize, centre crop, normalisation, and all of it as one torchvision transform) and the
+checkpoint's sha256 (see docs/evaluation.md).
 """
 import sys
 

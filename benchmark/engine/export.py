@@ -3,8 +3,9 @@
 The weights are what `tools/eval.py` evaluates for the same checkpoint and config (the query
 encoder of our checkpoints, of the MixCo / MoCo authors', a torchvision state dict; or 'random',
 the config's seeded random encoder), keyed as ``torchvision.models.resnet*()`` with ``fc`` an
-identity. ``<weights>.json`` holds the line that builds that model, the stem, the evaluations'
-normalisation and the source checkpoint's sha256.
+identity. ``<weights>.json`` holds the line that builds that model, the stem, how the run's
+evaluations feed it (`benchmark.data.eval_input`: input size, grey to RGB, resize, centre crop,
+normalisation, and all of it as one torchvision expression) and the source checkpoint's sha256.
 """
 import hashlib
 import json
@@ -13,15 +14,15 @@ import os.path as osp
 from typing import List, Optional, Union
 
 import torch
-from lightly.transforms.utils import IMAGENET_NORMALIZE  # the evaluations' test view's
 from mmengine.config import Config
 
+from benchmark.data.eval_input import eval_input
 from benchmark.engine.checkpoints import (CheckpointError, CheckpointMismatchError,
                                           backbone_state, check_fits, checkpoint_candidates,
                                           read_checkpoint)
 from benchmark.engine.config.check import read_config
 from benchmark.layout import default_work_dir
-from benchmark.names import RANDOM_INIT
+from benchmark.names import DATA_NAMES, RANDOM_INIT
 from methods.backbones import build_resnet
 
 FORMATS = {'torchvision': '.pth', 'safetensors': '.safetensors'}  # format -> file extension
@@ -55,6 +56,18 @@ def meta_config(checkpoint: str, loaded: object) -> Config:
     except Exception as err:  # noqa: BLE001 - any failure: the config text cannot be read
         raise CheckpointError(f'its config does not read ({type(err).__name__}); pass --config',
                               checkpoint) from None
+
+
+def input_of(cfg: Config, checkpoint: str) -> dict:
+    """The sidecar's data, `eval_input` of the config's training data: what the run's own
+    evaluations (tools/eval.py without --eval-data) feed the encoder."""
+    dataset = (cfg.get('train_dataloader') or {}).get('dataset')
+    if not isinstance(dataset, dict) or 'type' not in dataset:
+        where = 'the config' if checkpoint == RANDOM else f'the config of {checkpoint}'
+        raise ValueError(f'{where} has no train_dataloader.dataset with a type: the '
+                         "evaluations' input comes from it; pass the pretraining config with "
+                         '--config')
+    return dict(data=DATA_NAMES.get(dataset['type'], dataset['type']), **eval_input(dataset))
 
 
 def export_backbone(checkpoint: str, fmt: str, out: Optional[str] = None,
@@ -99,7 +112,7 @@ def export_backbone(checkpoint: str, fmt: str, out: Optional[str] = None,
         raise CheckpointMismatchError(err.reason, checkpoint) from None
     sidecar = dict(build=build_line(backbone['depth'], backbone['small_stem']),
                    stem='small' if backbone['small_stem'] else 'imagenet',
-                   normalize=dict(mean=IMAGENET_NORMALIZE['mean'], std=IMAGENET_NORMALIZE['std']),
+                   **input_of(cfg, checkpoint),
                    checkpoint_sha256=None if loaded is None else sha256_of(checkpoint))
     os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
     try:

@@ -1,19 +1,22 @@
 """Exported encoders: torchvision's ResNet built by the sidecar's line takes the weights with
 strict=True and computes the evaluations' features, for a real training checkpoint (small
 stem), the random encoder, the authors' and torchvision layouts and ResNet-50; the sidecar
-holds the stem, the normalisation and the checkpoint's sha256; bad input is one line and writes
-nothing."""
+holds the stem, the evaluations' input at the run's size (its transform is the evaluations'
+view) and the checkpoint's sha256; bad input is one line and writes nothing."""
 import json
 import logging
 import os
 
+import numpy as np
 import pytest
 import safetensors.torch
 import torch
 import torchvision
 from mmengine.logging import MMLogger
+from PIL import Image
 
 import benchmark.evaluation.evaluate as evaluate_module
+from benchmark.data.eval_input import eval_input
 from benchmark.data.views import build_view
 from benchmark.engine import export
 from benchmark.engine.compat import manager_instances
@@ -109,11 +112,17 @@ def test_trained_checkpoint_exports_the_evaluated_encoder(trained, fmt, tmp_path
 
 
 @pytest.mark.slow
-def test_sidecar_normalisation_is_the_evaluations_test_view(trained, tmp_path):
+def test_sidecar_input_is_the_evaluations_view_at_the_runs_size(trained, tmp_path):
+    """The run's input size comes from its config (16 px, not the dataset's default 224)."""
     paths = export_run(trained[0], 'torchvision', str(tmp_path))
-    normalize = json.loads(open(paths[1]).read())['normalize']
-    view = build_view('test', SIZE).transforms[-1]  # resize, crop, to tensor, normalize
-    assert (normalize['mean'], normalize['std']) == (list(view.mean), list(view.std))
+    sidecar = json.loads(open(paths[1]).read())
+    assert sidecar['data'] == 'tiny-imagenet' and sidecar['input_size'] == SIZE
+    assert {k: sidecar[k] for k in eval_input(dict(type='TinyImageNet'))} == eval_input(
+        dict(type='TinyImageNet', input_size=SIZE))
+    view = build_view('test', SIZE)  # resize, crop, to tensor, normalize
+    image = Image.fromarray(np.arange(3 * 20 * 30, dtype=np.uint8).reshape(20, 30, 3))
+    transform = eval(sidecar['transform'], {'torchvision': torchvision})
+    assert torch.equal(transform(image), view(image))
 
 
 @pytest.mark.slow
@@ -204,6 +213,7 @@ def test_output_exists_is_refused_unless_forced(resnet_checkpoint, tmp_path):
     ('no_config', ['epoch_2.pth holds no config', '--config']),
     ('config_mismatch', ['epoch_2.pth', 'does not fit the backbone', 'layer1.0.conv3.weight']),
     ('empty_work_dir', ['holds no checkpoint']),
+    ('no_dataset', ['no train_dataloader.dataset with a type', '--config']),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(case, words, resnet_checkpoint, tmp_path):
     out = tmp_path / 'out'
@@ -227,6 +237,9 @@ def test_bad_input_is_one_line_and_writes_nothing(case, words, resnet_checkpoint
     elif case == 'empty_work_dir':
         source = str(out)
         out.mkdir()
+    elif case == 'no_dataset':
+        source, config = resnet_checkpoint, read_config(CONFIG_R18)
+        config.train_dataloader.dataset = None
     with pytest.raises((ValueError, OSError)) as err:
         export_run(source, fmt, str(out), config=config)
     message = str(err.value)

@@ -8,6 +8,7 @@ import torch
 import torchvision
 from safetensors.torch import load_file
 
+from benchmark.data.scan import TO_RGB_RULE
 from methods.backbones import build_resnet
 from tools import export as export_tool
 
@@ -35,13 +36,20 @@ def test_export_writes_weights_torchvision_loads_strictly(checkpoint, tmp_path, 
     assert sidecar['build'] == 'm = torchvision.models.resnet18(); m.fc = torch.nn.Identity()'
     assert sidecar['stem'] == 'imagenet' and len(sidecar['checkpoint_sha256']) == 64
     assert sidecar['normalize'] == dict(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    assert (sidecar['data'], sidecar['input_size'], sidecar['resize'], sidecar['center_crop'],
+            sidecar['grey_to_rgb']) == ('tiny-imagenet', 224, 256, 224, TO_RGB_RULE)
 
 
-def test_random_takes_the_seed_of_cfg_options(tmp_path, run_main):
+def test_random_takes_the_seed_and_input_size_of_cfg_options(tmp_path, run_main):
     code, _, err, _ = run_main(export_tool, 'random', '--format', 'torchvision', '--out',
                                tmp_path / 'r.pth', '--config', 'configs/mixco_r18_digits.py',
-                               '--cfg-options', 'randomness.seed=7')
+                               '--cfg-options', 'randomness.seed=7',
+                               'train_dataloader.dataset.input_size=24')
     assert code == 0, err[-2000:]
+    sidecar = json.loads((tmp_path / 'r.pth.json').read_text())
+    assert (sidecar['data'], sidecar['input_size'], sidecar['resize']) == ('digits', 24, 27)
+    assert sidecar['transform'].startswith('torchvision.transforms.Compose([torchvision.'
+                                           'transforms.Grayscale(num_output_channels=3), ')
     torch.manual_seed(7)
     expected = build_resnet(18).state_dict()
     exported = torch.load(tmp_path / 'r.pth', weights_only=True)
