@@ -17,6 +17,7 @@ import numpy as np
 from benchmark.names import BASELINES, PROTOCOLS, method_label, protocol_family
 from benchmark.reports import aggregate
 from benchmark.reports.comparisons import SECTION, SUITE
+from benchmark.reports.figures import draw
 from benchmark.reports.leaderboard import common_overrides, section_title
 from benchmark.reports.stats import ALPHA, MIN_SEEDS
 from benchmark.reports.tables import format_p, signed
@@ -261,7 +262,7 @@ def plot_ranks(test: Dict[str, Any], path: str, title: str) -> bool:
 def aggregate_figures(rows: Sequence[Row], folder: str,
                       min_seeds: Optional[int] = None) -> Dict[str, str]:
     """The profile and rank figures of each section: {'<title> · profile' / '<title> · ranks':
-    file name} in `folder` (``profile.png`` and ``ranks.png`` for a single section, else named
+    file name, or the `figures.NotDrawn` note of one that could not be drawn} in `folder` (``profile.png`` and ``ranks.png`` for a single section, else named
     after the section)."""
     groups = _sections(rows)
     out: Dict[str, str] = {}
@@ -274,10 +275,13 @@ def aggregate_figures(rows: Sequence[Row], folder: str,
         backbone, epochs, data = (members[0][k] for k in SECTION)
         stem = '' if len(groups) == 1 else f'_{backbone}_{epochs}e_{data}'
         Path(folder).mkdir(parents=True, exist_ok=True)
-        name = f'profile{stem}.png'
-        if plot_profile(by_method, str(Path(folder) / name), title, seeds):
-            out[f'{title} · profile'] = name
-        name = f'ranks{stem}.png'
-        if plot_ranks(rank_test(by_method, seeds) or {}, str(Path(folder) / name), title):
-            out[f'{title} · ranks'] = name
+        test = rank_test(by_method, seeds) or {}
+        for kind, what, plot in (
+                ('profile', 'the performance profile',
+                 lambda path: plot_profile(by_method, path, title, seeds)),
+                ('ranks', 'the rank diagram', lambda path: plot_ranks(test, path, title))):
+            path = str(Path(folder) / f'{kind}{stem}.png')
+            result = draw(f'{what} of {title}', path, lambda: plot(path))
+            if result:
+                out[f'{title} · {kind}'] = f'{kind}{stem}.png' if result is True else result
     return out

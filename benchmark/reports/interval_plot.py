@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Sequence
 
 from benchmark.names import PROTOCOLS
 from benchmark.reports.comparisons import SUITE, main_metric
+from benchmark.reports.figures import draw
 from benchmark.reports.leaderboard import GROUP, section_title
 from benchmark.reports.stats import MIN_SEEDS
 
@@ -27,6 +28,13 @@ def panels_of(rows: Sequence[Row]) -> List[tuple]:
              and (r['metrics'].get(main_metric(r['protocol'])[0]) or {}).get('mean') is not None}
     order = {(r['eval_data'], r['protocol']): i for i, r in enumerate(rows)}
     return sorted(found, key=lambda pair: order[pair])
+
+
+def bar_extent(centre: float, interval: Sequence[float]) -> List[List[float]]:
+    """matplotlib's ``xerr`` of a bar from `centre` to the ends of `interval`; an end a float
+    round-off on the wrong side of the centre is drawn at the centre (matplotlib refuses a
+    negative extent)."""
+    return [[max(0.0, centre - interval[0])], [max(0.0, interval[1] - centre)]]
 
 
 def _label(row: Row) -> str:
@@ -52,30 +60,36 @@ def plot_intervals(rows: Sequence[Row], path: str, title: str = '') -> bool:
                 and (r['metrics'].get(metric) or {}).get('mean') is not None]
         name = PROTOCOLS.get(protocol, protocol)
         panels.append((f'{name} on {data}', metric, higher, mine))
-    height = sum(max(1.6, 0.32 * len(m) + 0.9) for *_, m in panels)
+    per_row = 0.32 if max(len(m) for *_, m in panels) <= 30 else 0.2  # many rows: denser
+    height = sum(max(1.6, per_row * len(m) + 0.9) for *_, m in panels)
     fig = Figure(figsize=(12, height), layout='constrained')
     axes = fig.subplots(len(panels), 2, squeeze=False,
                         height_ratios=[max(1.0, len(m)) for *_, m in panels])
     for (name, metric, higher, mine), (left, right) in zip(panels, axes):
         ys = list(range(len(mine)))[::-1]
+        marks: Dict[tuple, List[tuple]] = {}  # (axis, style): one call per style, not per row
         for y, row in zip(ys, mine):
             stat = row['metrics'][metric]
             ours = row['source'] == SUITE
             enough = ours and stat.get('n', 0) >= row.get('min_seeds', MIN_SEEDS)
             bar = stat.get('ci') if enough else stat.get('range') if ours else None
             if bar and stat.get('n', 0) > 1:
-                lo, hi = bar
-                left.errorbar(stat['mean'], y, xerr=[[stat['mean'] - lo], [hi - stat['mean']]],
-                              fmt='o', color='C0' if enough else 'grey', capsize=3)
+                marks.setdefault((0, 'o', 'C0' if enough else 'grey', 'full'), []).append(
+                    (stat['mean'], y, bar_extent(stat['mean'], bar)))
             else:
-                left.plot(stat['mean'], y, 'o' if ours else 'D', color='C0' if ours else 'C3',
-                          fillstyle='full' if ours else 'none')
+                marks.setdefault((0, 'o' if ours else 'D', 'C0' if ours else 'C3',
+                                  'full' if ours else 'none'), []).append((stat['mean'], y, None))
             paired = (row.get('compare') or {}).get('paired')
             if paired:
                 ci = paired.get('ci') or (paired['range'] if paired['n'] > 1 else None)
-                xerr = [[paired['delta'] - ci[0]], [ci[1] - paired['delta']]] if ci else None
-                right.errorbar(paired['delta'], y, xerr=xerr, fmt='s', capsize=3,
-                               color='C2' if paired.get('ci') else 'grey')
+                marks.setdefault((1, 's', 'C2' if paired.get('ci') else 'grey', 'full'), []).append(
+                    (paired['delta'], y, bar_extent(paired['delta'], ci) if ci else [[0.0], [0.0]]))
+        for (side, marker, colour, fill), points in marks.items():
+            xs, at, extents = zip(*points)
+            bars = None if extents[0] is None else [[e[0][0] for e in extents],
+                                                     [e[1][0] for e in extents]]
+            (left, right)[side].errorbar(xs, at, xerr=bars, fmt=marker, color=colour,
+                                         fillstyle=fill, capsize=3 if bars else 0)
         labels = [_label(r) for r in mine]
         for ax in (left, right):
             ax.set_yticks(ys, labels if ax is left else [''] * len(ys), fontsize=8)
@@ -96,7 +110,8 @@ def plot_intervals(rows: Sequence[Row], path: str, title: str = '') -> bool:
 
 
 def section_figures(rows: Sequence[Row], folder: str, stem: str = 'intervals') -> Dict[str, str]:
-    """One interval plot per section of `rows` in `folder`: {section title: file name}.
+    """One interval plot per section of `rows` in `folder`: {section title: file name, or the
+    `figures.NotDrawn` note of a plot that could not be drawn}.
 
     The file is ``<stem>.png`` for a single section, else ``<stem>_<backbone>_<epochs>e_<data>.png``.
     """
@@ -109,6 +124,9 @@ def section_figures(rows: Sequence[Row], folder: str, stem: str = 'intervals') -
         title = section_title(backbone, epochs, data)
         name = (f'{stem}.png' if len(groups) == 1
                 else f'{stem}_{backbone}_{epochs}e_{data}.png')
-        if plot_intervals(members, str(Path(folder) / name), title):
-            out[title] = name
+        path = Path(folder) / name
+        result = draw(f'the interval plot of {title}', path,
+                      lambda: plot_intervals(members, str(path), title))
+        if result:
+            out[title] = name if result is True else result
     return out

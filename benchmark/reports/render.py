@@ -11,6 +11,7 @@ from typing import List, Optional
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import display_path, leaderboard_paths
 from benchmark.reports.aggregate_board import across_sections, aggregate_figures
+from benchmark.reports.figures import drawn
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows
 from benchmark.reports.tables import render_csv, render_markdown
@@ -59,4 +60,4 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
                                                across=across_sections(rows)))
     atomic_write_text(str(csv_path), render_csv(rows))
     print(f'{len(records)} record(s), {len(rows)} row(s)')
-    return [md, csv_path] + [results_dir / name for name in figures.values()]
+    return [md, csv_path] + [results_dir / name for name in drawn(figures)]

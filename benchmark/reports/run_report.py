@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from benchmark.names import METRIC_FORMATS, PROTOCOLS, canonical_backbone, canonical_data
 from benchmark.reports.comparisons import main_metric
+from benchmark.reports.figures import draw, figure_lines
 from benchmark.reports.interval_plot import plot_intervals
 from benchmark.reports.leaderboard import GROUP, build_rows, section_title
 from benchmark.reports.records import load_records
@@ -185,9 +186,11 @@ def among_records(record: Dict[str, Any], results_dir: Path, folder: Path) -> Li
                      f"| {text} {interval} | {_cell(delta_cell(row['compare']))} "
                      f"| {_cell(test_cell(row['compare']))} |")
     title = section_title(*section[:3])
-    if plot_intervals(rows, str(folder / 'intervals.png'), title):
-        lines += ['', '![intervals of the section](intervals.png)']
-    return lines
+    path = folder / 'intervals.png'
+    drawn = draw('the interval plot of the section', path,
+                 lambda: plot_intervals(rows, str(path), title))
+    return lines + [''] + figure_lines({'plot': 'intervals.png' if drawn is True else drawn},
+                                       'plot', 'intervals of the section') if drawn else lines
 
 
 def write_run_report(record_path: str, work_dir: Optional[str]) -> str:
@@ -208,8 +211,11 @@ def write_run_report(record_path: str, work_dir: Optional[str]) -> str:
     lines = _header(record, record_file.stem) + ['## Metrics', '']
     lines += metrics_table(record['protocols']) + ['', '## Training curves', '']
     scalars, rows = read_scalars(work_dir)
-    if plot_curves(rows, str(folder / 'curves.png')):
-        lines += ['![training curves](curves.png)', '', f'From `{scalars}`.']
+    curves = draw('the training curves', folder / 'curves.png',
+                  lambda: plot_curves(rows, str(folder / 'curves.png')))
+    if curves:
+        lines += figure_lines({'curves': 'curves.png' if curves is True else curves}, 'curves',
+                              'training curves') + ['', f'From `{scalars}`.']
     elif scalars is None:
         where = f'no */vis_data/scalars.json under `{work_dir}`' if work_dir else 'no work dir'
         lines.append(f'No training logs ({where}; e.g. an external checkpoint): no curves.')

@@ -75,6 +75,24 @@ def _clean(values: Sequence[float]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+def centre(values: Sequence[float]) -> float:
+    """The mean of `values`, kept within their range: the floating-point mean of equal values
+    can land a unit in the last place outside them (seven times 0.4 averages to 0.39999...),
+    and every interval here is drawn around the mean it is printed with."""
+    x = _clean(values)
+    return float(min(max(x.mean(), x.min()), x.max()))
+
+
+def sample_sd(values: Sequence[float]) -> Optional[float]:
+    """The sample SD (ddof=1) of `values`; 0 where they are equal up to float round-off (at
+    `ROUND` decimals), not the 1e-17 the arithmetic leaves; None under two values."""
+    x = _clean(values)
+    if x.size < 2:
+        return None
+    rounded = np.round(x, ROUND)
+    return 0.0 if rounded.min() == rounded.max() else float(x.std(ddof=1))
+
+
 def subset_means(values: Sequence[float]) -> np.ndarray:
     """Sorted means of the non-empty subsets of `values` (sampled above `EXACT_MAX_N`)."""
     x = _clean(values)
@@ -129,15 +147,19 @@ def signflip_interval(values: Sequence[float], alpha: float = ALPHA
     total = _pattern_count(n)
     k = max(0, math.floor(total * alpha / 2) - 1)
     level = 1.0 - 2.0 * (k + 1) / total
-    return float(means[k]), float(means[means.size - 1 - k]), level
+    # The interval holds the mean (at least half of the subset means lie on either side of it)
+    # and lies within the values; the subset means' rounding to `ROUND` decimals must not move
+    # an end past either, as it does where every value is the same.
+    mid, lowest, highest = centre(x), float(x.min()), float(x.max())
+    return (min(max(float(means[k]), lowest), mid),
+            max(min(float(means[means.size - 1 - k]), highest), mid), level)
 
 
 def mean_interval(values: Sequence[float], alpha: float = ALPHA) -> Dict[str, object]:
     """{'mean', 'std', 'n', 'ci', 'ci_level', 'range'} of one row's values over seeds."""
     x = np.asarray(values, dtype=np.float64)
     interval = signflip_interval(x, alpha)
-    return dict(mean=float(x.mean()) if x.size else None,
-                std=float(x.std(ddof=1)) if x.size > 1 else None, n=int(x.size),
+    return dict(mean=centre(x) if x.size else None, std=sample_sd(x), n=int(x.size),
                 ci=interval[:2] if interval else None,
                 ci_level=interval[2] if interval else None,
                 range=(float(x.min()), float(x.max())) if x.size else None)
@@ -296,8 +318,7 @@ def paired_comparison(mine: Mapping[int, float], theirs: Mapping[int, float],
     diff = np.array([mine[s] - theirs[s] for s in seeds], np.float64)
     n = len(seeds)
     out: Dict[str, object] = dict(
-        n=n, seeds=seeds, diffs=[float(v) for v in diff], delta=float(diff.mean()),
-        std=float(diff.std(ddof=1)) if n > 1 else None,
+        n=n, seeds=seeds, diffs=[float(v) for v in diff], delta=centre(diff), std=sample_sd(diff),
         range=(float(diff.min()), float(diff.max())), enough=n >= min_seeds, min_seeds=min_seeds,
         p=None, p_floor=None, ci=None, ci_level=None, wins=None)
     if n < min_seeds or n < 2:

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
 from benchmark.reports.aggregate_board import AGGREGATE_POINTER, across_sections, aggregate_lines
 from benchmark.reports.comparisons import SUITE, main_metric
+from benchmark.reports.figures import figure_lines
 from benchmark.reports.leaderboard import KEY, Row, section_title
 from benchmark.reports.tables import (delta_cell, improvement_cell, interval_cell,
                                       render_markdown, sections, test_cell, verdict_cell)
@@ -121,7 +122,8 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
         runs: One dict per run: run, variant, seed, state, log.
         generated: Date and time of generation.
         runs_glob: Where the records were read from.
-        curves: File name of the monitor curves beside the page ('' for none).
+        curves: File name of the monitor curves beside the page ('' for none; the
+            `figures.NotDrawn` note where they could not be drawn).
         figures: {section title: file name} of the interval plots beside the page.
         verdicts: What the statistics support, one sentence per comparison.
     """
@@ -141,7 +143,8 @@ def suite_markdown(suite: Dict[str, object], rows: List[Row], runs: List[Dict[st
     if curves:
         lines += ['', '## Monitor curves', '',
                   'kNN monitor and online linear probe (val split) over pretraining epochs: mean '
-                  'over seeds, band = ±1 sample std.', '', f'![monitor curves]({curves})']
+                  'over seeds, band = ±1 sample std.', ''] + figure_lines(
+                      {'curves': curves}, 'curves', 'monitor curves')
     return '\n'.join(lines) + '\n'
 
 
@@ -203,12 +206,12 @@ def summary_markdown(suite: Dict[str, object], rows: List[Row], verdicts: Sequen
                      verdict_cell(row['compare']), improvement_cell(row['compare'])]
             lines.append('| ' + ' | '.join(str(c).replace('|', '\\|') for c in cells) + ' |')
         lines.append('')
-        if figures.get(title):
-            lines += [f'![intervals: {title}]({figures[title]})', '']
+        plot = figure_lines(figures, title, f'intervals: {title}')
+        lines += plot + [''] if plot else []
         lines += aggregate_lines(group, legend=AGGREGATE_POINTER)
         for kind in ('profile', 'ranks'):
-            if figures.get(f'{title} · {kind}'):
-                lines += [f"![{kind}: {title}]({figures[f'{title} · {kind}']})", '']
+            plot = figure_lines(figures, f'{title} · {kind}', f'{kind}: {title}')
+            lines += plot + [''] if plot else []
     if verdicts:
         lines += ['What the statistics support:', ''] + [f'- {v}' for v in verdicts] + ['']
     ran = '; '.join(f"{name}: {' | '.join(texts)}" for name, texts in settings.items() if texts)

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from benchmark.names import ACCURACY, CLUSTER, METRICS, METRIC_FORMATS, PROTOCOLS, protocol_family
 from benchmark.reports import stats
 from benchmark.reports.comparisons import main_metric
+from benchmark.reports.figures import figure_lines
 from benchmark.reports.leaderboard import (GROUP, LEGACY_MARK, LEGACY_NOTE, SUITE, Row,
                                            common_overrides, override_text,
                                            section_title)
@@ -260,13 +261,13 @@ def render_markdown(rows: List[Row], generated: str, runs_glob: str = 'results/r
             subset = [row for row in group if protocol_family(row['protocol']) == fam]
             if subset:
                 lines += ['', f'### {heading}', ''] + table_lines(subset, fam)
-        if figures and figures.get(title):
-            lines += ['', f'![intervals: {title}]({figures[title]})']
+        plot = figure_lines(figures, title, f'intervals: {title}')
+        lines += [''] + plot if plot else []
         if across and across.get(title):
             lines += [''] + across[title]
             for kind in ('profile', 'ranks'):
-                if figures and figures.get(f'{title} · {kind}'):
-                    lines += [f"![{kind}: {title}]({figures[f'{title} · {kind}']})", '']
+                plot = figure_lines(figures, f'{title} · {kind}', f'{kind}: {title}')
+                lines += plot + [''] if plot else []
     return '\n'.join(lines) + '\n'
 
 

@@ -26,6 +26,7 @@ from benchmark.layout import SEQUENTIAL_FILE, SUITE_CURVES, display_path, leader
 from benchmark.names import RANDOM_INIT, canonical_data, method_label
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.aggregate_board import aggregate_figures
+from benchmark.reports.figures import draw, drawn
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows, row_label
 from benchmark.reports.records import load_records
@@ -151,7 +152,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
             groups.setdefault(row_label(plan.run.info['method'], plan.run.variant_label),
                               []).append(series)
     curves = folder / SUITE_CURVES
-    has_curves = plot_monitor_curves(groups, str(curves))
+    has_curves = draw('the monitor curves', curves,
+                      lambda: plot_monitor_curves(groups, str(curves)))
     md, csv_path = leaderboard_paths(str(folder))
     meta = dict(name=suite.name, file=display_path(suite.path), seeds=suite.seeds, procs=suite.procs,
                 cfg_options=', '.join(f'{k}={v}' for k, v in suite.cfg_options.items()),
@@ -165,17 +167,18 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
         block = '\n' + '\n'.join(summary_lines(read_state(state), method_label))
     atomic_write_text(str(md), suite_markdown(meta, rows, _run_rows(plans, by_name), generated,
                                               f'{display_path(folder)}/runs/*.json',
-                                              SUITE_CURVES if has_curves else '',
+                                              SUITE_CURVES if has_curves is True
+                                              else has_curves or '',
                                               figures=figures, verdicts=said) + block)
     summary = folder / SUITE_SUMMARY
     atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
                                                      hardware(found)) + block)
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
-    paths = ([md, csv_path, summary] + [folder / name for name in figures.values()]
-             + ([curves] if has_curves else []))
+    paths = ([md, csv_path, summary] + [folder / name for name in drawn(figures)]
+             + ([curves] if has_curves is True else []))
     if use_wandb:
-        log_suite_to_wandb(suite.name, csv_text, curves if has_curves else None, folder)
+        log_suite_to_wandb(suite.name, csv_text, curves if has_curves is True else None, folder)
     return paths
 
 

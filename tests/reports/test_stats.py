@@ -148,3 +148,23 @@ def test_paired_comparison_withholds_everything_under_min_seeds():
     assert full['p'] == full['p_floor'] == 2 / 64 and full['ci'] == (1.0, 1.0)
     lower = stats.paired_comparison(mine, theirs, higher_is_better=False)
     assert lower['wins']['wins'] == 0
+
+
+@pytest.mark.parametrize('value', [STEP, 0.4, -2 * STEP, 0.0, 91 * STEP / 0.25])
+@pytest.mark.parametrize('n', [2, 5, 6, 7, 18])
+def test_equal_values_give_their_value_as_mean_interval_and_range(value, n):
+    """Seven times 0.4 averages to 0.39999999999999997 in floats, and the subset means round to
+    0.4: the mean, the interval and the range must still hold one another (a plot draws the
+    bar from the mean to each end), and the SD is 0, not the 6e-17 the arithmetic leaves."""
+    row = stats.mean_interval([value] * n)
+    low, high = row['ci']
+    assert row['range'][0] <= low <= row['mean'] <= high <= row['range'][1]
+    assert row['mean'] == pytest.approx(value) and row['std'] == 0.0
+    for alpha in (0.05, 0.0125):
+        low, high, _ = stats.signflip_interval([value] * n, alpha)
+        assert low <= stats.centre([value] * n) <= high
+    paired = stats.paired_comparison({s: 90.0 + (s % 3) * STEP + value for s in range(n)},
+                                     {s: 90.0 + (s % 3) * STEP for s in range(n)})
+    assert paired['std'] == 0.0 and paired['range'][0] <= paired['delta'] <= paired['range'][1]
+    if paired['ci']:
+        assert paired['ci'][0] <= paired['delta'] <= paired['ci'][1]
