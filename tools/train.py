@@ -21,17 +21,19 @@ from benchmark.atomic_io import no_space_left
 from benchmark.engine.checkpoint_hook import DiskFullError, full_disk_line
 from benchmark.engine.checkpoints import check_resume_fits
 from benchmark.cli import ArgumentParser, fail, one_line
+from benchmark.data.base import DataRootError
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
 from benchmark.engine.nan_guard import DivergedError
-from benchmark.engine.preemption import PreemptionHook, tell_launcher
+from benchmark.engine.preemption import PreemptionHook, launcher_told, tell_launcher
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
 from benchmark.engine.work_dir_lock import (WorkDirBusy, check_work_dir_free, hold_work_dir, release_work_dir)
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
-from benchmark.exit_codes import DISK_FULL_EXIT_CODE, DIVERGED_EXIT_CODE, WORK_DIR_BUSY_EXIT_CODE
+from benchmark.exit_codes import (BAD_INPUT_EXIT_CODE, DISK_FULL_EXIT_CODE, DIVERGED_EXIT_CODE,
+                                  WORK_DIR_BUSY_EXIT_CODE)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -95,7 +97,9 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         message = one_line(err)
-        return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
+        message = message if message.startswith(args.config) else f'{args.config}: {message}'
+        tell_launcher(BAD_INPUT_EXIT_CODE, f'error: {message}')  # its checkpoint, its device...
+        return fail(message)
     if runner is None:
         return 0
     if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):
@@ -126,9 +130,16 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
         if not args.no_eval and dist.is_main():
             path = record_divergence(runner, cfg, args.results_dir, str(err), **identity)
             runner.logger.error(f'diverged run recorded: {path}')
-        tell_launcher(DIVERGED_EXIT_CODE)  # torchrun would end the job with 1
+        tell_launcher(DIVERGED_EXIT_CODE, f'error: {err}')  # torchrun would end the job with 1
         dist.leave_together()
         return DIVERGED_EXIT_CODE
+    except DataRootError as err:  # a file that broke after the scan, met by this process alone
+        if args.debug:
+            raise
+        message = f'error: {args.config}: {one_line(err)}'
+        print(message, file=sys.stderr, flush=True)
+        tell_launcher(BAD_INPUT_EXIT_CODE, message)
+        return BAD_INPUT_EXIT_CODE
     except OSError as err:  # a full disk: one line, the last good checkpoint kept, exit 74
         if args.debug or not no_space_left(err):
             raise
@@ -140,6 +151,10 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
         if isinstance(err, DiskFullError):  # every process has it (a checkpoint's)
             dist.leave_together()
         return DISK_FULL_EXIT_CODE
+    except Exception:  # noqa: BLE001 - a collective broken by another process's end, mostly
+        if args.debug or not launcher_told():
+            raise
+        return 1  # another process told dist_train.sh its line: this follows from it, quietly
     dist.leave_together()
     return 0
 

@@ -253,6 +253,19 @@ def dist_timeout(cfg: Any) -> int:
     return timeout
 
 
+def check_local_gpu() -> None:
+    """Raise ValueError (one line) unless torch sees a GPU for this torchrun process: mmengine
+    gives the process of local rank k GPU k (`torch.cuda.set_device`), which fails with a CUDA
+    error and a traceback where fewer are visible."""
+    local, count = int(os.environ.get('LOCAL_RANK', '0')), torch.cuda.device_count()
+    if local and local >= count:  # torch sees a GPU: local rank 0 has one
+        visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+        shown = f' (CUDA_VISIBLE_DEVICES={visible})' if visible is not None else ''
+        raise ValueError(f'the process of local rank {local} has no GPU: torch sees {count} CUDA '
+                         f'device(s) on this machine{shown}; start at most {count} process(es) '
+                         'per machine, or make more GPUs visible')
+
+
 def setup_cpu_distributed(cfg: Any, launcher: str) -> None:
     """Give every distributed launch the collective timeout of the config (`dist_timeout`),
     and make a torchrun launch work without GPUs; leave the rest of the GPU path (NCCL) to
@@ -267,6 +280,8 @@ def setup_cpu_distributed(cfg: Any, launcher: str) -> None:
         return
     seconds = dist_timeout(cfg)
     if torch.cuda.is_available():
+        if launcher == 'pytorch':
+            check_local_gpu()
         return  # mmengine's init_dist gets dist_cfg, the timeout included
     if launcher != 'pytorch':
         raise ValueError(f'--launcher {launcher} needs GPUs; without GPUs use '

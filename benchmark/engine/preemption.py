@@ -21,17 +21,34 @@ from benchmark.layout import PREEMPTED_MARKER
 from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 
 # Set by tools/dist_train.sh: a file where a process writes the exit code its job should end
-# with; torchrun ends a job whose processes failed with 1, whatever their codes.
+# with, and its error line; torchrun ends a job whose processes failed with 1, whatever their
+# codes.
 EXIT_CODE_FILE_ENV = 'TRAIN_EXIT_CODE_FILE'
 
 
 def tell_launcher(code: int, line: str = '') -> None:
     """Ask tools/dist_train.sh of this machine to exit with ``code``, printing ``line`` last
-    (after torchrun's report); local rank 0 writes them, nothing happens outside that script."""
+    (torchrun's report goes to a log); nothing happens outside that script.
+
+    A code every process reaches together (a pre-emption) is written by local rank 0; a line
+    is written by the process that has it, whatever its rank (an error only it met). The first
+    one written stays: a process that fails because another one did cannot replace its line.
+    """
     path = os.environ.get(EXIT_CODE_FILE_ENV)
-    if path and dist.local_rank() == 0:
-        with open(path, 'w') as handle:
-            handle.write(f'{code}\n' + (f'{line}\n' if line else ''))
+    if not path or not (line or dist.local_rank() == 0):
+        return
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(handle, 'w') as told:  # read once every process has ended
+        told.write(f'{code}\n' + (f'{line}\n' if line else ''))
+
+
+def launcher_told() -> bool:
+    """Some process of this machine has told tools/dist_train.sh how the job ends."""
+    path = os.environ.get(EXIT_CODE_FILE_ENV)
+    return bool(path) and osp.exists(path)
 
 
 @HOOKS.register_module()

@@ -184,6 +184,23 @@ def test_gpu_path_keeps_nccl(monkeypatch):
     assert 'model_wrapper_cfg' not in cfg
 
 
+def test_a_torchrun_process_without_a_gpu_of_its_own_is_one_line(monkeypatch):
+    """Two processes on a machine with one visible GPU: the process of local rank 1 fails with
+    one line (mmengine's `torch.cuda.set_device(1)` would raise a CUDA error); rank 0 trains."""
+    cfg = Config(dict(env_cfg=dict(dist_cfg=dict(backend='nccl'))))
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '3')
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    with pytest.raises(ValueError) as err:
+        setup_cpu_distributed(cfg, 'pytorch')
+    assert str(err.value) == ('the process of local rank 1 has no GPU: torch sees 1 CUDA device(s) '
+                              'on this machine (CUDA_VISIBLE_DEVICES=3); start at most 1 '
+                              'process(es) per machine, or make more GPUs visible')
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    setup_cpu_distributed(cfg, 'pytorch')
+
+
 # -- mmengine's private names: each one the suite uses is where and as it expects ---------------
 @pytest.mark.parametrize('entry', PRIVATE_API, ids=lambda entry: entry.qualname)
 def test_private_mmengine_name_is_as_used(entry):

@@ -200,3 +200,21 @@ def test_the_hooks_refuse_their_arguments_in_one_line_naming_them():
             build()
         assert words in str(err.value) and '\n' not in str(err.value), str(err.value)
     SafeCheckpointHook(interval=-1, max_keep_ckpts=3, rule='less', filename_tmpl='e_{}.pth')
+
+
+def test_a_process_tells_its_own_error_line_whatever_its_rank_and_the_first_one_stays(
+        tmp_path, monkeypatch):
+    """An error one process alone met (rank 1's bad file) reaches tools/dist_train.sh from that
+    process; a process that fails after it (its collective broken) cannot replace it."""
+    told = tmp_path / 'exit_code'
+    monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(told))
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    assert not preemption.launcher_told()
+    preemption.tell_launcher(2, 'error: x.py: a.JPEG: truncated image file')
+    assert preemption.launcher_told()
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    preemption.tell_launcher(143)
+    preemption.tell_launcher(3, 'error: training diverged')
+    assert told.read_text() == '2\nerror: x.py: a.JPEG: truncated image file\n'
+    monkeypatch.delenv('TRAIN_EXIT_CODE_FILE')
+    assert not preemption.launcher_told()

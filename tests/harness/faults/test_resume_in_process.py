@@ -208,8 +208,8 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
                                                                          kills, monkeypatch):
     """A NaN weight before iteration 3: exit code 3 at iteration 3, a `diverged` record, and
     only the checkpoint before it (iter_2.pth), which is finite. Under tools/dist_train.sh the
-    code reaches the script (torchrun would end the job with 1). The runner is freed before main
-    returns."""
+    code and the line reach the script (torchrun would end the job with 1). The runner is freed
+    before main returns."""
     monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
     cfg = config(str(tmp_path), data, fault="dict(type='PoisonHook', at_iter=3)")
@@ -230,4 +230,5 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
     checkpoints = sorted(osp.basename(p) for p in glob.glob(osp.join(work, '*.pth')))
     assert checkpoints == ['iter_2.pth']
     assert non_finite_tensors(fr.load_weights(osp.join(work, 'iter_2.pth'))) == []
-    assert (tmp_path / 'exit_code').read_text() == '3\n'
+    assert (tmp_path / 'exit_code').read_text().startswith(
+        '3\nerror: training diverged at iteration 3 (epoch 1): ')  # the line dist_train.sh ends with
