@@ -18,8 +18,9 @@ iteration, rank), and a resumed run draws the same views bit for bit. The parame
 drawn on the CPU and copied over, so CPU and GPU runs use the same ones.
 
 The views are computed in float32 with autocast off. NOTE: the crop's resize is a matrix
-product, so with TF32 matmuls enabled on an Ampere+ GPU (``torch.backends.cuda.matmul``)
-it runs in TF32 (about 1e-3 relative), still far below the 1/255 steps of the PIL path.
+product and the blur a convolution, so with TF32 enabled on an Ampere+ GPU
+(``torch.backends.cuda.matmul``, ``torch.backends.cudnn``) they run in TF32 (about 1e-3
+relative), still far below the 1/255 steps of the PIL path.
 """
 from __future__ import annotations
 
@@ -33,74 +34,89 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from benchmark.data.raw_view import RAW_VIEW
-from benchmark.data.view_ops import (adjust_brightness, adjust_contrast, adjust_hue,
-                                     adjust_saturation, gaussian_blur, grayscale,
-                                     resize_matrices, resized_crop)
+from benchmark.data.view_ops import (gaussian_blur, grayscale, jitter, resize_matrices,
+                                     resized_crop)
 from benchmark.data.view_params import ViewParams, ViewSpec, draw_view_params, view_spec
-
-JITTER_FNS = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
 
 
 def batch_generator(seeds: Optional[Tensor]) -> torch.Generator:
     """A CPU generator seeded from the batch's sample seeds (B,), or, without them, from one
     draw of the process's torch generator (which the suite's checkpoints save)."""
     if seeds is None:
-        seed = int(torch.randint(0, 2**62, (1,)))
+        seed = torch.randint(0, 2**62, (1,)).tolist()[0]
     else:
         words = np.random.SeedSequence([int(s) for s in seeds.tolist()]).generate_state(2)
         seed = int(words[0]) << 31 ^ int(words[1])
     return torch.Generator().manual_seed(seed)
 
 
-def _subset(mask: Tensor, device: torch.device) -> Optional[Tensor]:
-    """Indices (on ``device``) where the CPU mask holds, or None; decided on the host."""
-    chosen = mask.nonzero()[:, 0]
-    return chosen.to(device) if len(chosen) else None
+PARAM_COLUMNS = 18  # the packed layout of `pack_params`
 
 
-def apply_view(x: Tensor, params: ViewParams, spec: ViewSpec) -> Tensor:
-    """Draw one view of every image, in the PIL path's order.
+def pack_params(params: ViewParams) -> Tensor:
+    """Parameters drawn on the CPU as one float64 tensor (B, 18): box 0-3, hflip 4, vflip 5,
+    jitter 6, factors 7-10, order 11-14, gray 15, blur 16, sigma 17 (integers and flags are
+    exact in float64), so that they reach the device in one transfer."""
+    p = params
+    return torch.cat([p.box.double(), torch.stack((p.hflip, p.vflip, p.jitter), 1).double(),
+                      p.factors, p.order.double(), torch.stack((p.gray, p.blur), 1).double(),
+                      p.sigma[:, None]], 1)
+
+
+def to_device(packed: Tensor, device: torch.device) -> Tensor:
+    """The packed parameters on ``device``: one asynchronous copy from pinned memory on CUDA."""
+    if device.type == 'cuda':
+        packed = packed.pin_memory()
+    return packed.to(device, non_blocking=True)
+
+
+def draw_view(x: Tensor, p: Tensor, spec: ViewSpec) -> Tensor:
+    """One view of every image from its packed parameters, in the PIL path's order, as whole-
+    batch operations: no subset, no read of the device, the same operations for any batch.
 
     Crop + resize (+ flips, folded into the resize matrices), colour jitter (four steps in
-    each image's own order), grey-scale, blur, normalisation.
+    each image's own order), grey-scale, blur, normalisation; a jitter step whose range is
+    None is left out (as torchvision's ColorJitter does), decided from ``spec`` alone.
 
     Args:
         x: Images (B, 3, H, W), float in [0, 1], on the target device.
-        params: From `draw_view_params` (CPU tensors).
+        p: (B, 18) packed parameters (`pack_params`) on the same device.
         spec: The view's settings.
 
     Returns:
         (B, 3, S, S) with S = spec.input_size, normalised if spec.mean is set.
     """
-    device, (_, _, height, width), size = x.device, x.shape, spec.input_size
-    top, left, crop_h, crop_w = params.box.to(device).unbind(1)
-    rows = resize_matrices(top, crop_h, height, size)  # (B, S, H)
-    cols = resize_matrices(left, crop_w, width, size)  # (B, S, W)
-    rows = torch.where(params.vflip.to(device)[:, None, None], rows.flip(1), rows)
-    cols = torch.where(params.hflip.to(device)[:, None, None], cols.flip(1), cols)
+    (_, _, height, width), size = x.shape, spec.input_size
+    flag = p > 0.5  # the 0/1 columns as booleans
+    rows = resize_matrices(p[:, 0], p[:, 2], height, size)  # (B, S, H)
+    cols = resize_matrices(p[:, 1], p[:, 3], width, size)  # (B, S, W)
+    rows = torch.where(flag[:, 5, None, None], rows.flip(1), rows)
+    cols = torch.where(flag[:, 4, None, None], cols.flip(1), cols)
     y = resized_crop(x, rows, cols)  # (B, 3, S, S)
-    for step in range(len(JITTER_FNS)):
-        for op, fn in enumerate(JITTER_FNS):
-            chosen = params.jitter & (params.order[:, step] == op)
-            idx = _subset(chosen, device) if spec.jitter[op] is not None else None
-            if idx is not None:
-                y[idx] = fn(y[idx], params.factors[chosen, op].to(device))
-    idx = _subset(params.gray, device)
-    if idx is not None:
-        y[idx] = grayscale(y[idx]).expand(-1, 3, -1, -1)
-    idx = _subset(params.blur, device)
-    if idx is not None:
-        y[idx] = gaussian_blur(y[idx], params.sigma[params.blur])
-    if spec.mean is not None:
-        mean = torch.tensor(spec.mean, dtype=y.dtype, device=device).view(1, 3, 1, 1)
-        std = torch.tensor(spec.std, dtype=y.dtype, device=device).view(1, 3, 1, 1)
-        y = (y - mean) / std
+    enabled = tuple(r is not None for r in spec.jitter)
+    if any(enabled):
+        y = jitter(y, flag[:, 6], p[:, 11:15].long(), p[:, 7:11], enabled)
+    y = torch.where(flag[:, 15, None, None, None], grayscale(y).expand_as(y), y)
+    y = torch.where(flag[:, 16, None, None, None],
+                    gaussian_blur(y, p[:, 17], max(spec.sigmas)), y)
+    if spec.mean is not None:  # per channel with numbers of the host: nothing to copy over
+        for c, (mean, std) in enumerate(zip(spec.mean, spec.std)):
+            y[:, c].sub_(mean).div_(std)
     return y
+
+
+def apply_view(x: Tensor, params: ViewParams, spec: ViewSpec) -> Tensor:
+    """`draw_view` from parameters drawn on the CPU (`draw_view_params`)."""
+    return draw_view(x, to_device(pack_params(params), x.device), spec)
 
 
 @MODELS.register_module()
 class GPUViewPreprocessor(BaseDataPreprocessor):
     """Move a uint8 batch to the device and draw the contrastive views there.
+
+    One call: both views' parameters drawn on the CPU and copied over in one transfer, the
+    batch copied asynchronously, every step a whole-batch operation (`draw_view`); nothing is
+    read back from the device, so the host queues the step behind it without waiting.
 
     Args:
         view: The preset, as a dataset's ``view`` names it: ``'mocov2'``, ``'simclr'`` or
@@ -109,15 +125,18 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
             ``train_dataloader.dataset.input_size`` (the size evaluation uses) when left out.
         normalize: Dict with ``'mean'`` and ``'std'``, or None to keep values in [0, 1].
         num_views: Views per image (2 for MoCo, SimCLR and MixCo).
-        chunk_size: Images processed together; every image's view is computed on its own,
-            so this changes speed only (on a CPU, 32 images at 224 px stay in cache and ran
-            1.3-1.7x faster than 64; None = the whole batch).
+        chunk_size: Images drawn together (None: the whole batch, one set of operations).
+            Every image's view is computed on its own, so this changes speed only: on a CPU
+            chunks that stay in cache can be faster; on a GPU leave it None.
+        compile: torch.compile the view drawing (its elementwise steps fused into a few
+            kernels; the first batch compiles it). The views are the same up to float32
+            rounding.
         non_blocking: Copy the batch to the device asynchronously.
     """
 
     def __init__(self, view: Union[str, dict] = 'mocov2', input_size: Optional[int] = None,
                  normalize: Optional[Dict[str, List[float]]] = IMAGENET_NORMALIZE,
-                 num_views: int = 2, chunk_size: Optional[int] = 32,
+                 num_views: int = 2, chunk_size: Optional[int] = None, compile: bool = False,
                  non_blocking: bool = True) -> None:
         super().__init__(non_blocking=non_blocking)
         if input_size is None:
@@ -128,8 +147,24 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f'model.data_preprocessor.chunk_size must be >= 1 or None, '
                              f'got {chunk_size}')
+        if not isinstance(compile, bool):
+            raise ValueError(f'model.data_preprocessor.compile must be True or False, '
+                             f'got {compile!r}')
         self.spec = view_spec(view, input_size, normalize)
-        self.num_views, self.chunk_size = num_views, chunk_size
+        self.num_views, self.chunk_size, self.compile = num_views, chunk_size, compile
+        self._draw = None
+
+    def draw(self, x: Tensor, packed: Tensor) -> Tensor:
+        """Views (N, 3, S, S) of float images ``x`` (N, 3, H, W) from packed parameters
+        (N, 18), in chunks of ``chunk_size`` images."""
+        if self._draw is None:
+            self._draw = (torch.compile(draw_view, dynamic=False) if self.compile
+                          else draw_view)
+        n, step = x.shape[0], self.chunk_size or x.shape[0]
+        if step >= n:
+            return self._draw(x, packed, self.spec)
+        return torch.cat([self._draw(x[i:i + step], packed[i:i + step], self.spec)
+                          for i in range(0, n, step)])
 
     def forward(self, data: dict, training: bool = False) -> dict:
         """``dict(inputs=uint8 (B, 3, H, W), data_samples=..., seed=(B,))`` ->
@@ -143,14 +178,12 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
                              f"set train_dataloader.dataset.view={RAW_VIEW}")
         generator = batch_generator(data.get('seed'))
         b, _, height, width = images.shape
-        params = [draw_view_params(self.spec, b, height, width, generator)
-                  for _ in range(self.num_views)]
+        # Every view of every image in one draw, one transfer and one set of operations.
+        packed = pack_params(draw_view_params(self.spec, self.num_views * b, height, width,
+                                              generator))
         x = images.to(self.device, non_blocking=self._non_blocking)
-        step = self.chunk_size or b
+        packed = to_device(packed, x.device)
         with torch.autocast(device_type=x.device.type, enabled=False):  # views in float32
             x = x.float().div_(255)
-            views = [torch.cat([apply_view(x[i:i + step], ViewParams(*(f[i:i + step] for f in p)),
-                                           self.spec) for i in range(0, b, step)])
-                     for p in params]
+            views = self.draw(x.repeat(self.num_views, 1, 1, 1), packed).chunk(self.num_views)
         return dict(inputs=views, data_samples=self.cast_data(data.get('data_samples')))
-

@@ -17,8 +17,17 @@ Each one is the float counterpart of the PIL operation the CPU path
 
 NOTE: the PIL path rounds to uint8 after every step (and PIL's hue shift works on 8-bit
 HSV); these stay in float32, so the two paths differ by rounding (a few 1/255 at most).
+
+Whole batches: every function computes every image of the batch with broadcast per-image
+factors (``lerp``, ``where``), never a subset chosen on the host, so a call dispatches the same
+operations for any batch size and never reads the device. `jitter` applies ColorJitter's four
+steps in each image's own order that way; `gaussian_blur` takes its kernel width from the
+largest sigma the view can draw (a number on the host), not from the drawn ones.
 """
 from __future__ import annotations
+
+import math
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -68,15 +77,15 @@ def resized_crop(x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
 
 
 def _blend(x: Tensor, other: Tensor, factor: Tensor) -> Tensor:
-    """``clamp(factor * x + (1 - factor) * other, 0, 1)``, factor (B,) per image."""
-    factor = factor.view(-1, 1, 1, 1).to(x.dtype)
-    return (x - other).mul_(factor).add_(other).clamp_(0, 1)
+    """``clamp(factor * x + (1 - factor) * other, 0, 1)``, factor (B,) or (B, 1, 1, 1) per
+    image; a factor of 1 leaves ``x`` exactly as it is."""
+    return torch.lerp(other, x, factor.to(x.dtype).view(-1, 1, 1, 1)).clamp_(0, 1)
 
 
 def grayscale(x: Tensor) -> Tensor:
     """Luma (B, 1, H, W) of RGB images (B, 3, H, W) with PIL's weights."""
     r, g, b = x.unbind(1)
-    return (LUMA[0] * r + LUMA[1] * g + LUMA[2] * b).unsqueeze(1)
+    return (LUMA[0] * r).add_(g, alpha=LUMA[1]).add_(b, alpha=LUMA[2]).unsqueeze(1)
 
 
 def adjust_brightness(x: Tensor, factor: Tensor) -> Tensor:
@@ -94,35 +103,37 @@ def adjust_saturation(x: Tensor, factor: Tensor) -> Tensor:
     return _blend(x, grayscale(x), factor)
 
 
-def rgb_to_hsv(x: Tensor) -> Tensor:
-    """RGB (B, 3, H, W) in [0, 1] to HSV with hue in [0, 1)."""
+def rgb_to_hcv(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """RGB (B, 3, H, W) in [0, 1] to hue in [0, 1), chroma (value times HSV saturation) and
+    value, each (B, H, W)."""
     r, g, b = x.unbind(1)
-    value, argmax = x.max(1)
-    chroma = value - x.min(1).values
+    value = torch.maximum(torch.maximum(r, g), b)
+    chroma = value - torch.minimum(torch.minimum(r, g), b)
     flat = chroma == 0
-    saturation = torch.where(value > 0, chroma / value.clamp(min=1e-12), torch.zeros_like(value))
     # Hue sextant by the largest channel (ties resolved red, then green, as colorsys does).
-    top = torch.where(argmax == 0, g - b, torch.where(argmax == 1, b - r, r - g))
-    hue = (top / torch.where(flat, torch.ones_like(chroma), chroma) + 2.0 * argmax) % 6
-    return torch.stack((hue.masked_fill_(flat, 0) / 6, saturation, value), 1)
+    red = r == value
+    green = (g == value) & ~red
+    top = torch.where(red, g - b, torch.where(green, b - r, r - g))
+    base = torch.where(red, 0.0, torch.where(green, 2.0, 4.0))
+    hue = (top / torch.where(flat, 1.0, chroma) + base) % 6
+    return hue.masked_fill_(flat, 0) / 6, chroma, value
 
 
-def hsv_to_rgb(x: Tensor) -> Tensor:
-    """HSV (B, 3, H, W), hue in [0, 1), to RGB."""
-    hue, saturation, value = x.unbind(1)
-    # Each channel n is v - v s max(0, min(k, 4 - k, 1)), k = (n + 6 h) mod 6, n = 5, 3, 1.
+def hcv_to_rgb(hue: Tensor, chroma: Tensor, value: Tensor) -> Tensor:
+    """Hue in [0, 1), chroma and value (B, H, W) to RGB (B, 3, H, W)."""
+    # Each channel n is v - c max(0, min(k, 4 - k, 1)), k = (n + 6 h) mod 6, n = 5, 3, 1.
     channels = []
     for n in (5.0, 3.0, 1.0):
-        k = (n + hue * 6) % 6
-        channels.append(value - value * saturation * torch.minimum(k, 4 - k).clamp(0, 1))
+        k = (hue * 6 + n) % 6
+        channels.append(value - chroma * torch.minimum(k, 4 - k).clamp_(0, 1))
     return torch.stack(channels, 1)
 
 
 def adjust_hue(x: Tensor, shift: Tensor) -> Tensor:
-    """Rotate the hue by ``shift`` turns (B,), in [-0.5, 0.5]."""
-    hsv = rgb_to_hsv(x)
-    hue = (hsv[:, 0] + shift.view(-1, 1, 1).to(x.dtype)) % 1.0
-    return hsv_to_rgb(torch.stack((hue, hsv[:, 1], hsv[:, 2]), 1))
+    """Rotate the hue by ``shift`` turns (B,), in [-0.5, 0.5]: HSV's saturation and value
+    stay, so its chroma does too."""
+    hue, chroma, value = rgb_to_hcv(x)
+    return hcv_to_rgb((hue + shift.view(-1, 1, 1).to(x.dtype)) % 1.0, chroma, value)
 
 
 def pil_box_radius(sigma: Tensor) -> Tensor:
@@ -137,39 +148,104 @@ def pil_box_radius(sigma: Tensor) -> Tensor:
     return whole + frac
 
 
-def box_kernels(radius: Tensor) -> Tensor:
-    """Extended-box weights (B, 2 L + 3), L = max integer part, for radii (B,).
+def blur_half_width(max_sigma: float) -> int:
+    """Taps on each side of the box kernel that covers every sigma up to ``max_sigma``."""
+    var = float(max_sigma) ** 2 / BLUR_PASSES
+    whole = math.floor((math.sqrt(12 * var + 1) - 1) / 2)
+    frac = (2 * whole + 1) * (whole * (whole + 1) - 3 * var) / (6 * (var - (whole + 1) ** 2))
+    return math.floor(whole + frac) + 1
+
+
+def box_kernels(radius: Tensor, half: int) -> Tensor:
+    """Extended-box weights (B, 2 half + 1) for radii (B,), half > floor(max radius).
 
     Image b: weight 1 / (2 r + 1) on the 2 l + 1 central taps, (r - l) / (2 r + 1) on the two
     next ones, zero beyond (l = floor(r)); each row sums to 1.
     """
     whole = torch.floor(radius)
-    half = int(whole.max()) + 1
     offset = torch.arange(-half, half + 1, dtype=torch.float64, device=radius.device).abs()
     inner = (offset[None] <= whole[:, None]).double()
     edge = (offset[None] == whole[:, None] + 1) * (radius - whole)[:, None]
     return ((inner + edge) / (2 * radius + 1)[:, None]).float()
 
 
-def gaussian_blur(x: Tensor, sigma: Tensor) -> Tensor:
-    """PIL's Gaussian blur with its own sigma per image, as grouped separable convolutions.
+def blur_matrices(sigma: Tensor, size: int, max_sigma: float) -> Tensor:
+    """Per-image matrices (B, size, size) of PIL's three box passes along one axis.
+
+    One pass with edge pixels repeated is linear in the row it blurs: output pixel j takes
+    weight k[t] from input pixel clamp(j + t - half, 0, size - 1). Three passes are that
+    matrix cubed.
+
+    Args:
+        sigma: Standard deviations (B,), in (0, max_sigma].
+        size: Pixels along the axis.
+        max_sigma: The largest sigma that can occur: it sets the kernel width (taps beyond an
+            image's own radius weigh zero), a number of the host.
+    """
+    half = blur_half_width(max_sigma)
+    kernel = box_kernels(pil_box_radius(sigma).clamp(max=half - 1e-9), half)  # (B, K)
+    device = sigma.device
+    source = (torch.arange(size, device=device)[None, :]
+              + torch.arange(-half, half + 1, device=device)[:, None]).clamp_(0, size - 1)
+    taps = (source[..., None] == torch.arange(size, device=device)).float()  # (K, out, in)
+    one = (kernel @ taps.view(len(taps), -1)).view(-1, size, size)  # (B, out, in)
+    return one @ one @ one
+
+
+def gaussian_blur(x: Tensor, sigma: Tensor, max_sigma: float) -> Tensor:
+    """PIL's Gaussian blur with its own sigma per image, as two batched matrix products.
 
     Args:
         x: Images (B, C, H, W).
-        sigma: Standard deviations (B,), > 0.
+        sigma: Standard deviations (B,), in (0, max_sigma].
+        max_sigma: The largest sigma that can occur (see `blur_matrices`).
 
     Returns:
-        (B, C, H, W): three box passes along the width, then three along the height, each
-        with edge pixels repeated (as PIL's box blur does at every pass).
+        (B, C, H, W): three box passes along the width and three along the height, each with
+        edge pixels repeated (as PIL's box blur does at every pass).
     """
-    b, c, h, w = x.shape
-    kernel = box_kernels(pil_box_radius(sigma)).to(x.device)  # (B, K)
-    pad = kernel.shape[1] // 2
-    weight = kernel.repeat_interleave(c, 0)[:, None, None, :]  # (B C, 1, 1, K)
-    y = x.reshape(1, b * c, h, w)
-    for _ in range(BLUR_PASSES):
-        y = F.conv2d(F.pad(y, (pad, pad, 0, 0), mode='replicate'), weight, groups=b * c)
-    weight = weight.transpose(-1, -2)  # (B C, 1, K, 1)
-    for _ in range(BLUR_PASSES):
-        y = F.conv2d(F.pad(y, (0, 0, pad, pad), mode='replicate'), weight, groups=b * c)
-    return y.reshape(b, c, h, w)
+    height, width = x.shape[-2:]
+    rows = blur_matrices(sigma, height, max_sigma)
+    cols = rows if width == height else blur_matrices(sigma, width, max_sigma)
+    return resized_crop(x, rows.to(x.dtype), cols.to(x.dtype))
+
+
+def jitter(x: Tensor, active: Tensor, order: Tensor, factors: Tensor,
+           enabled: Tuple[bool, bool, bool, bool]) -> Tensor:
+    """ColorJitter on the images where ``active``, its four steps in each image's own order.
+
+    The three blends of an image (brightness with black, contrast with its mean grey level,
+    saturation with its grey image) come in its order with the hue shift at its own place:
+    three blend passes for the steps before the hue, one hue pass, three for the steps after
+    it. A pass leaves an image it does not change exactly as it is (blend factor 1; the hue
+    through a select). Every blend is ``clamp(f x + (1 - f) other, 0, 1)``.
+
+    Args:
+        x: Images (B, 3, H, W) in [0, 1].
+        active: (B,) bool: the images jittered.
+        order: (B, 4) integer permutations of 0..3 (brightness, contrast, saturation, hue).
+        factors: (B, 4) brightness, contrast, saturation factors and the hue shift.
+        enabled: Which of the four the view has (a disabled one is skipped, as torchvision's
+            ColorJitter skips a None range).
+    """
+    hue_at = (order == 3).long().argmax(1, keepdim=True)  # (B, 1) the step of the hue shift
+    step = torch.arange(3, device=x.device)  # (3,)
+    ops = order.gather(1, step + (step >= hue_at).long())  # (B, 3) the blends in their order
+    on = active[:, None].expand(-1, 3)
+    for op in range(3):
+        if not enabled[op]:
+            on = on & (ops != op)
+    # Passes 0-2 are the blends before the hue, 3-5 the ones after it: (B, 6) weights.
+    on = torch.cat((on & (step < hue_at), on & (step >= hue_at)), 1)
+    ops = ops.repeat(1, 2)
+    shape = (6, -1, 1, 1, 1)
+    factor = torch.where(on, factors.to(x.dtype).gather(1, ops), 1.0).t().reshape(shape)
+    to_mean = (ops == 1).to(x.dtype).t().reshape(shape)
+    to_gray = (ops == 2).to(x.dtype).t().reshape(shape)
+    for i in range(6):
+        if i == 3 and enabled[3]:
+            x = torch.where(active.view(-1, 1, 1, 1), adjust_hue(x, factors[:, 3]), x)
+        gray = grayscale(x)
+        other = torch.addcmul(gray.mean((1, 2, 3), keepdim=True) * to_mean[i], gray, to_gray[i])
+        x = _blend(x, other, factor[i])
+    return x

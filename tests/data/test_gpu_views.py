@@ -23,6 +23,7 @@ from benchmark.data import view_ops
 from benchmark.data.gpu_views import GPUViewPreprocessor, apply_view, batch_generator
 from benchmark.data.view_params import ViewParams, draw_view_params, view_spec
 from benchmark.data.views import build_view
+from benchmark.harness.speed.dispatch import DispatchCount
 
 N = 4000  # parameter sets per distribution
 P_MIN = 1e-3
@@ -254,7 +255,7 @@ def test_blur_matches_pil_gaussian_blur():
     arrays = images(n=7, size=40)
     arrays[:, :, 20:] = 255  # a hard edge, and image borders that PIL pads at every pass
     sigma = torch.tensor([0.1, 0.3, 0.8, 1.0, 1.5, 2.0, 3.7], dtype=torch.float64)
-    out = view_ops.gaussian_blur(as_batch(arrays), sigma)
+    out = view_ops.gaussian_blur(as_batch(arrays), sigma, max_sigma=3.7)
     for b, s in enumerate(sigma.tolist()):
         ref = TF.to_tensor(Image.fromarray(arrays[b]).filter(ImageFilter.GaussianBlur(radius=s)))
         # PIL rounds to uint8 after each of its six box passes
@@ -358,3 +359,66 @@ def test_preprocessor_output_and_input_errors():
         view_spec(dict(name='simclr', rr_prob=0.5), 32)
     with pytest.raises(ValueError, match="view 'test' cannot be drawn on the device"):
         view_spec('test', 32)
+
+
+@pytest.mark.parametrize('view', ['mocov2', 'simclr', DIGITS_VIEW])
+@pytest.mark.parametrize('seeded', [True, False])
+def test_one_call_is_a_fixed_set_of_operations_that_reads_nothing_back(view, seeded):
+    """Both views of a batch: the same operations for 32 images as for 128 (no chunk, no
+    subset), no more than 800, and none whose result the host must read (item, nonzero, a
+    boolean index, ...): on a GPU, nothing to wait for."""
+    pre = GPUViewPreprocessor(view=view, input_size=24)
+    ops = {}
+    for b in (32, 128):
+        x = torch.randint(0, 256, (b, 3, 16, 16), dtype=torch.uint8)
+        batch = dict(inputs=x, data_samples=torch.arange(b))
+        if seeded:
+            batch['seed'] = torch.arange(b)
+        with DispatchCount() as count:
+            pre(batch, training=True)
+        assert not count.host_reads, count.host_reads
+        ops[b] = count.ops
+    assert ops[128] == ops[32] <= 800, ops
+
+
+def test_views_are_drawn_in_one_pass_with_one_parameter_transfer(monkeypatch):
+    """Every view of every image from one draw of parameters, copied over once."""
+    from benchmark.data import gpu_views
+    transfers, passes = [], []
+    real_to_device, real_draw = gpu_views.to_device, gpu_views.draw_view
+    monkeypatch.setattr(gpu_views, 'to_device',
+                        lambda p, d: transfers.append(p.shape) or real_to_device(p, d))
+    monkeypatch.setattr(gpu_views, 'draw_view',
+                        lambda x, p, spec: passes.append(x.shape[0]) or real_draw(x, p, spec))
+    pre = GPUViewPreprocessor(view='mocov2', input_size=24, num_views=3)
+    x = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
+    views = pre(dict(inputs=x, seed=torch.arange(8)))['inputs']
+    assert transfers == [(24, gpu_views.PARAM_COLUMNS)] and passes == [24]
+    assert len(views) == 3 and all(v.shape == (8, 3, 24, 24) for v in views)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize('compiled', [False, True])
+def test_views_and_a_mixco_step_never_wait_for_the_gpu(compiled):
+    """Views (eager and compiled) and a MixCo training step (forward, backward, SGD, queue)
+    with torch's sync check set to fail on any wait of the host for the device."""
+    from benchmark.harness.speed.step import build_step, train_step
+    from benchmark.harness.speed.timing import Settings
+    device = torch.device('cuda')
+    model, opt = build_step('mixco', Settings(input_size=32, batch=16), device)
+    pre = GPUViewPreprocessor(view='mocov2', input_size=32, compile=compiled).to(device)
+    x = torch.randint(0, 256, (16, 3, 64, 64), dtype=torch.uint8).pin_memory()
+    batch = dict(inputs=x, data_samples=torch.arange(16), seed=torch.arange(16))
+
+    def step():
+        train_step(model, opt, pre(dict(batch), training=True)['inputs'], torch.bfloat16)
+
+    step()  # the first call: cuDNN, cuBLAS and the compiler set themselves up
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        for _ in range(2):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode('default')
+    torch.cuda.synchronize()

@@ -30,9 +30,7 @@ def _cfg(tmp_path, method: str) -> Config:
                          'default_hooks.checkpoint.interval': 100,
                          'default_hooks.checkpoint.save_last': False,
                          'default_hooks.checkpoint.iter_interval': SAVE_AT})
-    # The PIL views, drawn before the batch reaches the loop: the loop's and the hooks' reads
-    # are counted (the device views' preprocessor reads its CPU seeds and parameters).
-    cfg.train_dataloader.dataset.view = cfg.model.pop('data_preprocessor')['view']
+    # The config's device views: the preprocessor's work is counted with the step's.
     cfg.custom_hooks = [dict(type='RunInfoHook'),
                         dict(type='OnlineLinearProbeHook', num_test=16, batch_size=16),
                         dict(type='NaNGuardHook'), dict(type='PreemptionHook')]
@@ -48,13 +46,13 @@ def _reads_per_iteration(tmp_path, monkeypatch, method: str) -> dict:
 
     def counted(name, real):
         def read(*args, **kwargs):
-            if counting:
+            if counting and not any(a is seeds[-1] for a in args[:1]):
                 counts[counting[-1]] = counts.get(counting[-1], 0) + 1
                 calls.append((counting[-1], name))
             return real(*args, **kwargs)
         return read
 
-    calls = []
+    calls, seeds = [], [None]  # the batch's sample seeds: host data from the sampler, read there
     for name in READS:
         monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
     monkeypatch.setattr(torch, 'equal', counted('equal', torch.equal))
@@ -74,7 +72,8 @@ def _reads_per_iteration(tmp_path, monkeypatch, method: str) -> dict:
     run_iter = loop.run_iter
 
     def counted_iter(idx, data_batch):
-        counting.append(runner.iter + 1)  # the batch is loaded already: views are not counted
+        counting.append(runner.iter + 1)  # the batch is loaded; the views are drawn in the step
+        seeds.append(data_batch['seed'])
         try:
             run_iter(idx, data_batch)
         finally:

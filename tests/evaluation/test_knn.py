@@ -142,7 +142,8 @@ def test_bad_inputs_raise():
         knn_predict(train, labels[:-1], test, num_classes=5)
 
 
-def test_use_gpu_without_gpu_falls_back_to_cpu():
+def test_use_gpu_without_gpu_falls_back_to_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)  # a machine without one
     train, labels, test = random_data()
     expected = knn_predict(train, labels, test, num_classes=5, k=10, use_gpu=False)
     torch.testing.assert_close(knn_predict(train, labels, test, 5, k=10, use_gpu=True), expected)

@@ -67,7 +67,8 @@ def test_exact_search_rejects_bad_k():
 
 @pytest.mark.parametrize('k', [1, 20, 500])  # 500 > N_train: clamped, everyone votes
 @pytest.mark.parametrize('as_tensor', [False, True])
-def test_knn_predict_torch_backend_equals_faiss(k, as_tensor):
+def test_knn_predict_torch_backend_equals_faiss(monkeypatch, k, as_tensor):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)  # the CPU path, explicitly
     rng = np.random.default_rng(0)
     train = rng.normal(size=(300, 24)).astype(np.float32) * 3  # not normalised
     test = rng.normal(size=(40, 24)).astype(np.float32)
