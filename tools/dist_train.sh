@@ -76,17 +76,24 @@ del os.environ["TRAIN_HOLD_SIGNALS"]  # kept blocked here (in every thread the c
 del os.environ["TRAIN_EXIT_CODE_FILE"]  # the check says its own error, once
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
 sys.argv[0] = train_py  # argparse names the tool in its messages
-code = runpy.run_path(train_py, run_name="dist_train_check")["main"]([*check, "--check-only"])
+train = runpy.run_path(train_py, run_name="dist_train_check")
+code = train["main"]([*check, "--check-only"])
+if not code:  # the data too, as train.py checks it before building anything
+    from benchmark.engine.torchrun_job import TorchrunJob, check_launch_data
+    code, log = check_launch_data(train["parse_args"](check))
 os.environ.clear()
 os.environ.update(env)
 stop = next((s.name for s in sorted(signal.sigpending())), None)
-if code or stop:
-    if not code:
-        print(f"stopped by {stop} before training started; nothing to save", file=sys.stderr)
-    sys.exit(code or (130 if stop == "SIGINT" else 143))
+if stop:  # whatever the check found: nothing has started
+    print(f"stopped by {stop} before training started; nothing to save", file=sys.stderr)
+    sys.exit(130 if stop == "SIGINT" else 143)
+if code:
+    sys.exit(code)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # torchrun handles it
 sys.argv = ["torchrun", *torchrun]
-runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)' \
+with TorchrunJob(log) as job:  # its own lines to the log; the job ends with one line
+    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+sys.exit(job.end())' \
   "$((NNODES * NUM_PROCS))" "$#" "$ROOT/tools/train.py" "$CONFIG" "$@" \
   "${RENDEZVOUS[@]}" --nproc_per_node="$NUM_PROCS" \
   "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@" &
