@@ -101,10 +101,10 @@ def settings(args: argparse.Namespace) -> Settings:
         raise ValueError(f'need positive sizes and counts, warmups >= 0 and an even batch '
                          f'(MixCo pairs its halves); got {" ".join(bad) or f"--batch={s.batch}"}')
     per_epoch = (s.images or 0) // s.batch
-    if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2):
+    if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2) + 1:
         raise ValueError(f'--images={s.images} gives {per_epoch} batches of {s.batch}; the '
                          f'pipeline needs --pipeline-warmup {s.pipeline_warmup} + '
-                         f'{s.pipeline_iters or 2} timed: raise --images')
+                         f'{s.pipeline_iters or 2} timed + 1 counted: raise --images')
     return s
 
 

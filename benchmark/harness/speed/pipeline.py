@@ -18,6 +18,7 @@ from mmengine.hooks import Hook
 from benchmark import dist
 from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.channels_last import use_channels_last_wrapper
+from benchmark.harness.speed.breakdown import Clock, Counted, Marks, SyncCount, summarise
 from benchmark.harness.speed.floor import achieved
 from benchmark.harness.speed.step import PRECISIONS, model_cfg, step_inputs, train_step
 from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio,
@@ -68,42 +69,81 @@ class MeasuredEnough(Exception):
 
 
 class ThroughputHook(Hook):
-    """Time the pipeline's iterations after warm-up; stop after `iterations` of them."""
+    """Time the pipeline's iterations after warm-up, without waiting for the device in between
+    (it is drained once before the first timed iteration and once after the last); break each
+    iteration down (`benchmark.harness.speed.breakdown`); then count one more iteration's
+    operations and stop.
+
+    Args:
+        warmup: Untimed iterations first.
+        iterations: Timed ones after them.
+        device: Where the model runs.
+        marks: The run's `Marks` hook (registered beside this one).
+    """
 
     priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
 
-    def __init__(self, warmup: int, iterations: int, device: torch.device) -> None:
-        self.warmup, self.iterations, self.device = warmup, iterations, device
-        self.stamps: List[float] = []
-        self.waits: List[float] = []  # IterTimerHook's data_time: waiting for the loader
+    def __init__(self, warmup: int, iterations: int, device: torch.device,
+                 marks: Marks) -> None:
+        self.warmup, self.iterations, self.device, self.marks = warmup, iterations, device, marks
+        self.done = 0
+        self.waits: List[float] = []  # IterTimerHook's data_time of the timed iterations
+        self.window = (0.0, 0.0)
+        self.syncs, self.counted = SyncCount(device), Counted()
+        self.counts: Optional[dict] = None
         self.last_batch = None
         self.epoch_peak_bytes: Optional[int] = None
 
     def before_train_epoch(self, runner) -> None:
         if self.device.type == 'cuda':
             torch.cuda.reset_peak_memory_stats(self.device)
-        self.stamps = [time.perf_counter()]  # stamps[i]: end of iteration i - 1 (0: start)
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if self.done == self.warmup + self.iterations:  # the counted one, from its batch on
+            self.counted.start()
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
-        sync(self.device)
-        self.stamps.append(time.perf_counter())
-        self.waits.append(runner.message_hub.get_scalar('train/data_time').current())
+        self.marks.end('end')
+        self.done += 1
         self.last_batch = data_batch
-        if len(self.waits) == self.iterations:
-            if self.device.type == 'cuda':
-                self.epoch_peak_bytes = torch.cuda.max_memory_allocated(self.device)
+        timed = self.done - self.warmup  # 1..iterations: a timed one
+        if 1 <= timed <= self.iterations:
+            self.waits.append(runner.message_hub.get_scalar('train/data_time').current())
+        if timed == 0 or timed == self.iterations:
+            sync(self.device)
+            now = time.perf_counter()
+            if timed == 0:
+                self.window = (now, now)
+                self.syncs.__enter__()
+            else:
+                self.syncs.__exit__(None, None, None)
+                self.window = (self.window[0], now)
+                if self.device.type == 'cuda':
+                    self.epoch_peak_bytes = torch.cuda.max_memory_allocated(self.device)
+        elif timed == self.iterations + 1:
+            self.counts = self.counted.stop()
             raise MeasuredEnough
+
+    def seconds(self) -> float:
+        if self.done < self.warmup + self.iterations:
+            raise ValueError(f'pipeline: {self.done} iterations ran, need {self.warmup} warm-up '
+                             f'+ {self.iterations} timed; raise --images')
+        return self.window[1] - self.window[0]
 
     def data_wait_fraction(self) -> float:
         """Share of the timed iterations' wall time spent waiting for the next batch."""
-        return sum(self.waits[self.warmup:]) / (self.stamps[-1] - self.stamps[self.warmup])
+        return sum(self.waits) / self.seconds()
 
     def images_per_s(self, batch: int) -> float:
-        window = self.stamps[self.warmup:]
-        if len(window) < 2:
-            raise ValueError(f'pipeline: {len(self.stamps) - 1} iterations ran, need more than '
-                             f'the {self.warmup} warm-up ones; raise --pipeline-iters or --images')
-        return batch * (len(window) - 1) / (window[-1] - window[0])
+        return batch * self.iterations / self.seconds()
+
+    def breakdown(self) -> dict:
+        """ms per timed iteration: wait, views, step, hooks, rest, wall; host syncs counted in
+        them (CUDA), and the counted iteration's aten operations and host reads."""
+        first = self.warmup
+        out = summarise(self.marks, first, first + self.iterations,
+                        1e3 * self.seconds() / self.iterations, [1e3 * w for w in self.waits])
+        return dict(ms=out, host_syncs=self.syncs.count, counted_iteration=self.counts)
 
 
 def bare_steps(runner, batch, s: Settings, device: torch.device, steps: int) -> dict:
@@ -155,10 +195,12 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     """End-to-end images/s, data-wait share and memory of a fresh Runner, then bare steps."""
     from mmengine.runner import Runner
     runner = Runner.from_cfg(pipeline_cfg(method, s, data_root, work_dir, name))
-    iterations = len(runner.train_dataloader)
+    timed = len(runner.train_dataloader) - s.pipeline_warmup - 1  # the last one is counted
     if s.pipeline_iters is not None:
-        iterations = min(iterations, s.pipeline_warmup + s.pipeline_iters)
-    hook = ThroughputHook(s.pipeline_warmup, iterations, device)
+        timed = min(timed, s.pipeline_iters)
+    marks = Marks(Clock(device))
+    hook = ThroughputHook(s.pipeline_warmup, timed, device, marks)
+    runner.register_hook(marks)
     runner.register_hook(hook)
     try:
         runner.train()
@@ -167,8 +209,10 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     loader_iter = getattr(runner.train_dataloader, '_iterator', None)
     if loader_iter is not None and hasattr(loader_iter, '_shutdown_workers'):
         loader_iter._shutdown_workers()  # persistent workers would outlive the block
+    marks.remove()
     out = dict(images_per_s=hook.images_per_s(s.batch), iterations=len(hook.waits),
                data_wait_fraction=hook.data_wait_fraction(), epoch_peak_bytes=hook.epoch_peak_bytes,
+               breakdown=hook.breakdown(),
                **bare_steps(runner, hook.last_batch, s, device, max(3, s.repeats // 4)))
     del runner
     gc.collect()
@@ -195,8 +239,10 @@ def bench_pipeline(s: Settings, device: torch.device, data_root: str, tmp: str,
             run['peak_bytes'].append(block['peak_bytes'])
             run['epoch_peak_bytes'].append(block['epoch_peak_bytes'])
             run.update(own_bytes=block['own_bytes'], iterations=block['iterations'])
+            run.setdefault('breakdowns', []).append(block['breakdown'])
     for m, run in runs.items():
         run.update({f'median_{k}': statistics.median(run[k]) for k in keys[:5]})
+        run['breakdown'] = median_breakdown(run['breakdowns'])
         run['bound'] = bound(run['median_data_wait_fraction'], run['median_efficiency'])
         if flops:
             run['flops_per_image'] = flops[m]
@@ -212,9 +258,15 @@ def bench_pipeline(s: Settings, device: torch.device, data_root: str, tmp: str,
     return out
 
 
+def median_breakdown(rounds: List[dict]) -> dict:
+    """Per segment the median over rounds of the ms per iteration; the counts of the last."""
+    return dict(rounds[-1], ms={k: statistics.median(r['ms'][k] for r in rounds)
+                                for k in rounds[0]['ms']})
+
+
 def images_needed(s: Settings) -> int:
     """Training images the pipeline and feature parts need (s.images when given)."""
-    per_epoch = s.batch * (s.pipeline_warmup + (s.pipeline_iters or 2))
+    per_epoch = s.batch * (s.pipeline_warmup + (s.pipeline_iters or 2) + 1)  # + the counted one
     return s.images or max(per_epoch, s.feature_images)
 
 

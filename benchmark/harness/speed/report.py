@@ -69,6 +69,29 @@ def pipeline_table(result: dict) -> List[str]:
     return lines
 
 
+def breakdown_table(result: dict) -> List[str]:
+    """Per configuration and method: where an iteration's time goes, and what it asks of the
+    device (benchmark/harness/speed/breakdown.py)."""
+    lines = ['Per iteration (ms; views, step and hooks on the device\'s timeline, rest = the '
+             'wall time none of them explains: host work the device waited for), the host\'s '
+             'waits for the device over the timed iterations (CUDA), and one further '
+             'iteration\'s aten operations and host reads:', '',
+             '| Configuration | Method | Wall | Loader wait | Views | Step | Hooks | Rest '
+             '| Host syncs | Aten ops | Host reads |', '|---' * 11 + '|']
+    for name, c in result['pipeline'].items():
+        for m, p in c['methods'].items():
+            b = p.get('breakdown')
+            if not b:
+                continue
+            ms, counted = b['ms'], b.get('counted_iteration') or {}
+            syncs = 'n/a' if b.get('host_syncs') is None else b['host_syncs']
+            lines.append(f'| {name} | {METHODS[m]} | {ms["wall"]:.1f} | {ms["wait"]:.1f} '
+                         f'| {ms["views"]:.1f} | {ms["step"]:.1f} | {ms["hooks"]:.1f} '
+                         f'| {ms["rest"]:.1f} | {syncs} | {counted.get("aten_ops", "n/a")} '
+                         f'| {counted.get("host_reads", "n/a")} |')
+    return lines
+
+
 def paper_line(result: dict) -> str:
     share = result['paper_setting_peak_fraction']
     peak = NO_PEAK if share is None else (
@@ -109,6 +132,7 @@ def markdown(result: dict, s: Settings) -> str:
         lines += steps_table(result, s) + ['']
     if 'pipeline' in result:
         lines += pipeline_table(result) + ['']
+        lines += breakdown_table(result) + ['']
     if 'paper_setting_config' in result:
         lines += [paper_line(result), '']
     if 'loop' in result:

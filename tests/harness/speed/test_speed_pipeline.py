@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from benchmark.harness.speed import pipeline as speed_pipeline
+from benchmark.harness.speed.breakdown import Clock, Marks
 from benchmark.harness.speed.pipeline import (PAPER_GRID, ThroughputHook, MeasuredEnough,
                                               bench_pipeline, bound, config_name,
                                               config_settings, fake_data, images_needed)
@@ -36,7 +37,7 @@ def test_bound_rule():
 
 def test_images_needed():
     assert images_needed(Settings(batch=8, pipeline_warmup=2, pipeline_iters=4,
-                                  feature_images=16)) == 48
+                                  feature_images=16)) == 56  # + the counted iteration
     assert images_needed(Settings(batch=8, feature_images=1000)) == 1000
     assert images_needed(Settings(images=20000)) == 20000
 
@@ -56,24 +57,29 @@ def test_fake_data_is_reused_while_its_spec_matches(tmp_path):
 
 
 def test_throughput_hook_times_after_warmup_and_stops(monkeypatch):
-    clock = iter([0.0, 1.0, 3.0, 4.0, 5.0])
+    """The clock is read (after draining the device) only where the timed window starts and
+    ends; one more iteration is counted, then the run stops."""
+    clock = iter([1.0, 5.0])
     monkeypatch.setattr(speed_pipeline.time, 'perf_counter', lambda: next(clock))
-    waits = iter([0.5, 0.2, 0.1, 0.3])
+    waits = iter([0.2, 0.1, 0.3])
     hub = SimpleNamespace(get_scalar=lambda key: SimpleNamespace(current=lambda: next(waits)))
     runner = SimpleNamespace(message_hub=hub)
-    hook = ThroughputHook(warmup=1, iterations=4, device=torch.device('cpu'))
+    cpu = torch.device('cpu')
+    hook = ThroughputHook(warmup=1, iterations=3, device=cpu, marks=Marks(Clock(cpu)))
     hook.before_train_epoch(runner)
-    for i in range(3):
+    for i in range(4):
         hook.after_train_iter(runner, i, data_batch=i)
+    hook.before_train_iter(runner, 4)
     with pytest.raises(MeasuredEnough):
-        hook.after_train_iter(runner, 3, data_batch=3)
-    # stamps 0, 1, 3, 4, 5: three timed iterations from t=1 to t=5, 8 images each
+        torch.ones(2).sum()  # the counted iteration's work
+        hook.after_train_iter(runner, 4, data_batch=4)
+    # three timed iterations from t=1 to t=5, 8 images each
     assert hook.images_per_s(8) == 3 * 8 / 4
     assert hook.data_wait_fraction() == pytest.approx((0.2 + 0.1 + 0.3) / 4)
-    assert hook.last_batch == 3
-    short = ThroughputHook(warmup=4, iterations=4, device=torch.device('cpu'))
-    short.stamps = [0.0, 1.0]
-    with pytest.raises(ValueError, match='raise --pipeline-iters'):
+    assert hook.last_batch == 4
+    assert hook.counts['aten_ops'] >= 2 and hook.counts['host_reads'] == 0
+    short = ThroughputHook(warmup=4, iterations=4, device=cpu, marks=Marks(Clock(cpu)))
+    with pytest.raises(ValueError, match='raise --images'):
         short.images_per_s(8)
 
 
@@ -85,7 +91,8 @@ def test_bench_pipeline_summarises_rounds(monkeypatch):
         r = int(name[-1])
         return dict(images_per_s=rates[method, r], iterations=6, data_wait_fraction=0.2,
                     epoch_peak_bytes=None, seconds=[s.batch / (1.25 * rates[method, r])],
-                    own_bytes=10, peak_bytes=40 if method == 'mixco' else 32)
+                    own_bytes=10, peak_bytes=40 if method == 'mixco' else 32,
+                    breakdown=dict(ms=dict(wall=r + 1.0, views=0.5), host_syncs=None))
 
     monkeypatch.setattr(speed_pipeline, 'pipeline_block', block)
     s = Settings(batch=8, pipeline_rounds=2)
@@ -97,3 +104,4 @@ def test_bench_pipeline_summarises_rounds(monkeypatch):
     assert mixco['images_per_s'] == [75.0, 37.5] and mixco['median_efficiency'] == 0.8
     assert mixco['bound'] == 'data' and mixco['tflops'] == pytest.approx(56.25 * 5.5e9 / 1e12)
     assert 'epoch_memory_ratio' not in out and out['views'] == 'pil'
+    assert mixco['breakdown'] == dict(ms=dict(wall=1.5, views=0.5), host_syncs=None)
