@@ -9,8 +9,9 @@ references also carry their own claims (each evaluated, with wandb offline; test
 and tests/e2e/test_train_tool_runs.py check them), so no other test trains them again.
 
 And the two-run digits suite run one run at a time, killed in its second run and restarted
-(`digits_suite`): tests/e2e/test_suite_e2e.py checks the restart, and
-tests/e2e/test_suite_parallel_e2e.py compares the same suite run two at a time with it.
+(`digits_suite`): tests/e2e/test_suite_e2e.py checks the restart,
+tests/e2e/test_suite_parallel_e2e.py compares the same suite run two at a time with it, and
+tests/e2e/test_export_plain_process.py exports its MoCo-v2 run (writing nothing into it).
 
 Each is made once per session even under pytest-xdist (`once`): the first worker that needs it
 trains it, a second waits for it."""
