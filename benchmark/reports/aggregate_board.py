@@ -26,25 +26,6 @@ Row = Dict[str, Any]
 Task = Tuple[str, str, str]  # evaluation data, protocol, protocol settings
 COMPARED = frozenset(BASELINES) | frozenset(BASELINES.values())
 
-AGGREGATE_LEGEND = (
-    'Across tasks (rliable, Agarwal et al. 2021): a task is one evaluation data and protocol; '
-    'all are top-1 % (one scale, not normalised). IQM Δ: rliable\'s estimator, the interquartile '
-    'mean (25%-trimmed), of every task\'s seed-by-seed differences with the baseline (not the '
-    'difference of two IQMs); mean Δ: their mean. P(improve): '
-    'rliable\'s probability of improvement, P(method > baseline) over all pairs of their seeds '
-    '(ties half), averaged over tasks. Intervals: 95% percentile stratified bootstrap (2,000 '
-    'resamples, fixed seed) that resamples seeds jointly across the tasks evaluated on the same '
-    'checkpoints, each method\'s own for P(improve) (as rliable; ignoring the pairing of seeds '
-    'makes it wider); shown from min_seeds seeds on; descriptive, '
-    'outside the families\' Holm. Friedman: over seeds as blocks (a seed gives every method the '
-    'same initialisation and data order; its tasks share its checkpoint, so tasks are not '
-    'independent blocks), each method\'s mean over the tasks at that seed; p by enumerating the '
-    'within-seed permutations of the ranks; CD: the critical difference of average ranks from '
-    'the same permutations (max-T: familywise alpha 0.05 when all methods are alike); the '
-    'profile: the share of a task\'s '
-    'seeds above each top-1, averaged over tasks, with its bootstrap band.')
-
-
 def _own_overrides(row: Row, common: Dict[str, Any]) -> bool:
     return any(common.get(k, object()) != v for k, v in row['overrides'].items())
 
@@ -126,13 +107,9 @@ def _ci(ci: Optional[Tuple[float, float]], fmt: str, sign: str) -> str:
     return f' [{signed(ci[0], fmt, sign)}, {signed(ci[1], fmt, sign)}]'
 
 
-AGGREGATE_POINTER = "How these are made: the evaluation docs, 'Across tasks'."
-
-
-def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None,
-                    legend: str = AGGREGATE_LEGEND) -> List[str]:
-    """Markdown of one section's aggregates ([] where no method has a baseline's tasks),
-    closed by `legend`."""
+def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None) -> List[str]:
+    """Markdown of one section's aggregates ([] where no method has a baseline's tasks); the
+    page's legend says how they are made (`tables.AGGREGATE_LEGEND`)."""
     min_seeds = min_seeds or next((r.get('min_seeds') for r in group if r.get('min_seeds')),
                                   MIN_SEEDS)
     by_method = section_tasks(group)
@@ -154,7 +131,7 @@ def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None,
     test = rank_test(by_method, min_seeds)
     if test is not None:
         out += ['', rank_sentence(test)]
-    return out + ['', legend, '']
+    return out + ['']
 
 
 def _sections(rows: Sequence[Row]) -> Dict[str, List[Row]]:

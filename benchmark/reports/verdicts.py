@@ -1,13 +1,14 @@
 """Sentences that say what a comparison's statistics support, generated from the rows.
 
-A first sentence counts the comparisons by verdict (`tally`), family by family. Each compared
-row of ours gives one sentence: where it stands (method, baseline, protocol, data, family),
-the paired Δ, and then the verdict with what it rests on: under the suite's ``min_seeds`` the
-seeds' differences and how many more seeds any verdict needs; else the interval at the level
-Holm judged it, the sign-flip p-value with its Holm adjustment, and better / worse /
-equivalent within the margin / undecided, with the minimal detectable effect and the seeds a
-declared smallest effect needs. Seeds left out of the pairing are named. Nothing here is typed
-by hand.
+A page lists a sentence for each comparison that reached a verdict (better, worse,
+equivalent) and one line counting the rest (`tally`), whose numbers the table holds. A compared
+row of ours gives its sentence with `verdict`: where it stands (method, baseline, protocol,
+data, family), the paired Δ, and then the verdict with what it rests on: under the suite's
+``min_seeds`` the seeds' differences and how many more seeds any verdict needs; else the
+interval at the level Holm judged it, the sign-flip p-value with its Holm adjustment, and
+better / worse / equivalent within the margin / undecided, with the minimal detectable effect
+and the seeds a declared smallest effect needs. Seeds left out of the pairing are named.
+Nothing here is typed by hand.
 """
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from benchmark.names import METRIC_FORMATS, PROTOCOLS
-from benchmark.reports.leaderboard import GROUP
-from benchmark.reports.stats import ALPHA
 from benchmark.reports.tables import format_interval, format_level, format_p, signed
 
 Row = Dict[str, Any]
@@ -50,6 +49,12 @@ def _plan_sentence(compare: Dict[str, Any], fmt: str, units: str) -> str:
     return '; '.join(parts) + f' ({where})' if parts else ''
 
 
+def _equals(p: float) -> str:
+    """'= 0.031', or '< 0.0001' (never '= < 0.0001')."""
+    text = format_p(p)
+    return text if text.startswith('<') else f'= {text}'
+
+
 def verdict(row: Row) -> Optional[str]:
     """One sentence for a row of ours compared seed by seed with its baseline; None otherwise."""
     compare = row.get('compare') or {}
@@ -75,7 +80,7 @@ def verdict(row: Row) -> Optional[str]:
                 'sign-flip interval)' if paired['ci'] else
                 f"per seed {', '.join(f'{signed(d, fmt)}' for d in paired['diffs'])} (no interval at "
                 f"the family's level from {n} seeds)")
-    tests = f"sign-flip p = {format_p(paired['p'])}, Holm p = {format_p(compare['p_holm'])}"
+    tests = f"sign-flip p {_equals(paired['p'])}, Holm p {_equals(compare['p_holm'])}"
     if result in ('better', 'worse'):
         share = paired['wins']
         return (f"{head}, {interval}: {result} than {compare['baseline_label']} ({tests}; "
@@ -104,41 +109,34 @@ def outcome(row: Row) -> Optional[str]:
     return compare.get('verdict') if compare.get('paired') else None
 
 
+DECIDED = ('better', 'worse', 'equivalent')
+
+
 def tally(rows: Sequence[Row]) -> Optional[str]:
-    """One sentence per family counting its comparisons by verdict, naming the decided ones;
-    None without comparisons."""
-    families: Dict[str, Dict[str, List[str]]] = {}
-    sizes: Dict[tuple, int] = {}  # (family, section): its size, members shown elsewhere too
+    """One line counting the comparisons that reached no verdict, family by family ('19
+    comparisons undecided or with too few seeds (primary family: 2 undecided; exploratory
+    family: 17 too few seeds): see the table.'); None where every comparison was decided."""
+    families: Dict[str, Dict[str, int]] = {}
     for row in rows:
         result = outcome(row)
-        if result:
-            family = row['compare'].get('family') or 'all'
-            sizes[(family,) + tuple(row[k] for k in GROUP)] = \
-                row['compare'].get('family_size') or 0
-            name = (f"{row['label']}, {PROTOCOLS.get(row['protocol'], row['protocol'])} on "
-                    f"{row['eval_data']}")
-            counts = families.setdefault(family, {k: [] for k in OUTCOMES})
-            counts[result].append(name)
-    out = []
-    for family in sorted(families, key=lambda f: (f != 'primary', f)):
-        counts = families[family]
-        named = lambda key: (f" ({'; '.join(counts[key])})"  # noqa: E731
-                             if counts[key] and key in ('better', 'worse', 'equivalent') else '')
-        total = sum(len(v) for v in counts.values())
-        size = max(total, sum(n for key, n in sizes.items() if key[0] == family))
-        shown = f'{size} comparison(s) with the baseline' + (
-            f', {total} of them here' if size > total else '')
-        out.append(f'{family.capitalize()} family ({shown}; '
-                   f'exact sign-flip test, Holm, alpha = {ALPHA}): '
-                   + ', '.join(f'{len(counts[k])} {k}{named(k)}' for k in OUTCOMES
-                               if counts[k]) + '.')
-    return ' '.join(out) or None
+        if result and result not in DECIDED:
+            family = families.setdefault(row['compare'].get('family') or 'all', {})
+            family[result] = family.get(result, 0) + 1
+    total = sum(n for counts in families.values() for n in counts.values())
+    if not total:
+        return None
+    parts = '; '.join(
+        f'{family} family: ' + ', '.join(f'{counts[k]} {k}' for k in OUTCOMES if k in counts)
+        for family, counts in sorted(families.items(), key=lambda f: (f[0] != 'primary', f[0])))
+    return (f"{total} comparison{'s' * (total > 1)} undecided or with too few seeds ({parts}): "
+            'see the table.')
 
 
 def verdicts(rows: Sequence[Row], protocols: Optional[Sequence[str]] = None) -> List[str]:
-    """The sentences of every compared row of ours, in table order (optionally only for
-    `protocols`), after those that count them (`tally`)."""
+    """A sentence for each comparison of ours that reached a verdict (better, worse,
+    equivalent), in table order (optionally only for `protocols`), then one line counting the
+    rest (`tally`)."""
     chosen = [r for r in rows if protocols is None or r['protocol'] in protocols]
-    out = [s for s in (verdict(row) for row in chosen) if s]
-    head = tally(chosen)
-    return ([head] if head else []) + out
+    out = [verdict(row) for row in chosen if outcome(row) in DECIDED]
+    rest = tally(chosen)
+    return out + ([rest] if rest else [])

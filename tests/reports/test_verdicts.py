@@ -216,42 +216,39 @@ def test_a_smallest_effect_of_interest_gets_its_seeds_planned():
             'power') in verdict(row_of(rows, 'mixco'))
 
 
-def test_verdicts_lists_compared_rows_in_table_order_and_filters_by_protocol():
-    records = (series('mocov2', BASE) + series('mixco', shifted([1, 2, 3, 2]))
+def test_verdicts_gives_the_decided_in_table_order_and_counts_the_rest():
+    """A sentence for each comparison that reached a verdict, in table order (the paper's rows,
+    compared by means only, say nothing); one line counting the rest; filtered by protocol."""
+    records = (series('mocov2', BASE) + series('mixco', shifted([1, 2, 3, 2, 1.5, 2.5, 1, 2]))
                + series('mocov2', BASE, protocol='knn')
-               + series('mixco', shifted([0.5, 1, 0, 2]), protocol='knn')
-               + series('mocov2', BASE, protocol='cluster')
-               + series('mixco', shifted([-0.1, 0, -0.2, 0.1]), protocol='cluster'))
+               + series('mixco', shifted([-3, -2, -4, -3, -2.5, -3.5, -2, -3]), protocol='knn')
+               + series('mocov2', BASE, protocol='linear_fast')
+               + series('mixco', shifted([0.5, -1, 0, 2, -0.5, 1, -1.5, 0.3]),
+                        protocol='linear_fast')
+               + series('mocov2', base(2), eval_data='cifar10')
+               + series('mixco', shifted([1.0, 2.0], base(2)), eval_data='cifar10'))
     rows = build_rows(records, read_paper(PAPER_RESULTS))
-    compared = [r for r in rows if r['source'] == 'this suite' and r['compare']]
-    assert [r['protocol'] for r in compared] == ['linear_paper', 'knn', 'cluster']
-    first, *everything = verdicts(rows)
-    assert first == tally(rows)
-    assert everything == [verdict(r) for r in compared]  # the paper's rows say nothing
-    assert all(s.startswith(f'{MIXCO} vs {MOCO}, ') for s in everything)
-    assert verdicts(rows, ['knn'])[1:] == [verdict(compared[1])]
-    assert ' kNN on tiny-imagenet' in verdicts(rows, ['knn'])[1]
-    assert verdicts(rows, ['knn', 'cluster'])[1:] == [verdict(r) for r in compared[1:]]
-    assert verdicts(rows, []) == [] and verdicts(rows, ['linear_fast']) == []
+    compared = {(r['protocol'], r['eval_data']): r for r in rows
+                if r['source'] == 'this suite' and r['compare']}
+    said = verdicts(rows)
+    assert said == [verdict(compared['linear_paper', 'tiny-imagenet']),
+                    verdict(compared['knn', 'tiny-imagenet']),
+                    '2 comparisons undecided or with too few seeds (primary family: 1 undecided; '
+                    'exploratory family: 1 too few seeds): see the table.']
+    assert ': better than MoCo-v2 (' in said[0] and ': worse than MoCo-v2 (' in said[1]
+    assert verdicts(rows, ['knn']) == [said[1]]
+    assert verdicts(rows, ['linear_fast']) == [
+        '1 comparison undecided or with too few seeds (primary family: 1 undecided): see the '
+        'table.']
+    assert verdicts(rows, []) == [] and verdicts(rows, ['cluster']) == []
     paper_mixco = next(r for r in rows if r['label'] == f'{MIXCO} (paper)' and r['compare'])
     assert verdict(paper_mixco) is None  # compared by means only, no seeds
 
 
-def family_counts(text):
-    """{family: {outcome: count}} from the tally's sentences."""
-    out = {}
-    for sentence in re.split(r'(?<=\.) (?=[A-Z][a-z]+ family)', text):
-        family = sentence.split(' family', 1)[0].lower()
-        counts = sentence.split('): ', 1)[1]
-        out[family] = {k: int(n) for n, k in re.findall(
-            r'(\d+) (better|worse|equivalent|undecided|too few seeds)', counts)}
-    return out
-
-
-def test_tally_counts_outcomes_per_family_as_the_statistics_say():
-    """Primary: three comparisons at 8 seeds, judged by sign-flip p and Holm over the three;
-    exploratory: a transfer comparison with 2 seeds (too few). Checked against every sign
-    pattern and a naive Holm loop."""
+def test_the_counted_rest_follows_the_statistics():
+    """Primary: three comparisons at 8 seeds, judged by sign-flip p and Holm over the three
+    (checked against every sign pattern and a naive Holm loop); the two decided ones get
+    sentences, the undecided one and a transfer comparison with 2 seeds are counted."""
     deltas = ([1, 2, 3, 2, 1.5, 2.5, 1, 2], [-3, -2, -4, -3, -2.5, -3.5, -2, -3],
               [0.5, -1, 0, 2, -0.5, 1, -1.5, 0.3])
     records = (series('mocov2', BASE) + series('mixco', shifted(deltas[0]))
@@ -263,33 +260,14 @@ def test_tally_counts_outcomes_per_family_as_the_statistics_say():
                + series('mixco', shifted([1.0, 2.0], base(2)), eval_data='cifar10'))
     rows = build_rows(records)
     holm = naive_holm([sign_p(d) for d in deltas])
-    expected = {'better': 0, 'worse': 0, 'undecided': 0}
-    for d, adjusted in zip(deltas, holm):
-        expected['better' if adjusted <= 0.05 and np.mean(d) > 0 else
-                 'worse' if adjusted <= 0.05 else 'undecided'] += 1
-    assert expected == {'better': 1, 'worse': 1, 'undecided': 1}
-    text = tally(rows)
-    assert text.startswith('Primary family') and 'Exploratory family' in text
-    counts = family_counts(text)
-    assert {k: v for k, v in counts['primary'].items() if v} == expected
-    assert {k: v for k, v in counts['exploratory'].items() if v} == {'too few seeds': 1}
-    assert f'{MIXCO}, linear (paper protocol) on tiny-imagenet' in text  # the decided are named
-    assert f'{MIXCO}, kNN on tiny-imagenet' in text
+    expected = ['better' if adjusted <= 0.05 and np.mean(d) > 0 else
+                'worse' if adjusted <= 0.05 else 'undecided' for d, adjusted in zip(deltas, holm)]
+    assert expected == ['better', 'worse', 'undecided']
+    assert tally(rows) == ('2 comparisons undecided or with too few seeds (primary family: 1 '
+                           'undecided; exploratory family: 1 too few seeds): see the table.')
+    assert len(verdicts(rows)) == 3
     assert tally(build_rows(series('mocov2', BASE))) is None
-
-
-def test_tally_gives_a_family_size_counting_the_members_not_shown():
-    """A block that shows only the classification rows still says how large a family is: the
-    cluster comparison belongs to the exploratory family too, and Holm counted it."""
-    records = (series('mocov2', BASE, eval_data='cifar10')
-               + series('mixco', shifted([1, 2, 3, 2]), eval_data='cifar10')
-               + series('mocov2', BASE, protocol='cluster')
-               + series('mixco', shifted([-0.1, 0, -0.2, 0.1]), protocol='cluster'))
-    rows = build_rows(records)
-    shown = [r for r in rows if r['protocol'] != 'cluster']
-    assert 'Exploratory family (2 comparison(s) with the baseline, 1 of them here;' \
-        in tally(shown)
-    assert 'Exploratory family (2 comparison(s) with the baseline;' in tally(rows)
+    assert tally(build_rows(series('mocov2', BASE) + series('mixco', shifted(deltas[0])))) is None
 
 
 def test_a_difference_that_rounds_to_zero_is_never_minus_zero():
