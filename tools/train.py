@@ -12,6 +12,7 @@ import sys
 
 import benchmark.engine.held_signals as held_signals  # first: holds stop signals from here on
 
+import torch
 from mmengine.runner import Runner
 
 import benchmark.components  # noqa: F401  registers every type a config can name
@@ -24,6 +25,7 @@ from benchmark.cli import ArgumentParser, fail, one_line
 from benchmark.data.base import DataRootError
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
+from benchmark.engine.config.views import resolve_train_views
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
 from benchmark.engine.nan_guard import DivergedError
@@ -72,6 +74,7 @@ def build_runner(args: argparse.Namespace) -> tuple:
     if args.resume:  # chosen once the work dir is ours (another trainer may be writing there)
         cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
+    resolve_train_views(cfg, torch.cuda.is_available())  # train_views='auto': on a GPU, there
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
     warning = configure_wandb(cfg)
@@ -130,7 +133,8 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
         if not args.no_eval and dist.is_main():
             path = record_divergence(runner, cfg, args.results_dir, str(err), **identity)
             runner.logger.error(f'diverged run recorded: {path}')
-        tell_launcher(DIVERGED_EXIT_CODE, f'error: {err}')  # torchrun would end the job with 1
+        if not err.elsewhere:  # the process that met it says it (torchrun would end with 1)
+            tell_launcher(DIVERGED_EXIT_CODE, f'error: {err}')
         dist.leave_together()
         return DIVERGED_EXIT_CODE
     except DataRootError as err:  # a file that broke after the scan, met by this process alone

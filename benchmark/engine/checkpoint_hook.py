@@ -176,7 +176,8 @@ class SafeCheckpointHook(CheckpointHook):
             where = (f'{len(bad)} tensors (first: {bad[0]}) on process {get_rank()}' if bad
                      else 'tensors of another process')
             raise DivergedError(f'training diverged at iteration {runner.iter + 1}: refusing '
-                                f'to save {filename}, non-finite values in {where}')
+                                f'to save {filename}, non-finite values in {where}',
+                                elsewhere=not bad)
         # Collective: every process hands its RNG states to rank 0, which writes them.
         self._rng_states = all_gather_object(capture_rng_state())
         path = osp.join(self.out_dir, filename)

@@ -18,7 +18,11 @@ from benchmark.engine.deferred_log import detached, host_values, logger_interval
 
 
 class DivergedError(FloatingPointError):
-    """A training loss became NaN or inf."""
+    """A training loss became NaN or inf; ``elsewhere``: on another process, not this one."""
+
+    def __init__(self, message: str, elsewhere: bool = False) -> None:
+        super().__init__(message)
+        self.elsewhere = elsewhere
 
 
 def non_finite_terms(outputs: dict) -> list:
@@ -97,7 +101,8 @@ class NaNGuardHook(Hook):
         if bad is None:
             first = pending[0][0]
             raise DivergedError(f'training diverged between iterations {first} and '
-                                f'{pending[-1][0]}: a non-finite loss on another process')
+                                f'{pending[-1][0]}: a non-finite loss on another process',
+                                elsewhere=True)
         iteration, epoch, names, row = bad
         raise DivergedError(f'training diverged at iteration {iteration} (epoch {epoch}): '
                             f'{", ".join(names)} = {row[names[0]]!s:.12} on process {rank()}')

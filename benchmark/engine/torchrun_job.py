@@ -133,7 +133,7 @@ def without_a_line(failures: dict, report: str) -> Tuple[int, str]:
         code = failure.exitcode or 1
     others = [f'rank {rank}: {how_it_ended(failures[rank])}' for rank in sorted(failures)
               if rank != first]
-    then = f"; then torchrun stopped the others ({', '.join(others)})" if others else ''
+    then = f"; the others then ended ({', '.join(others)})" if others else ''
     return code, (f'error: training process rank {first} (pid {failure.pid}) {what}{then}; '
                   f'{report}')
 

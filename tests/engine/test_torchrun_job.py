@@ -65,7 +65,7 @@ def test_a_process_that_died_without_a_line_is_named_with_its_signal_and_the_log
     assert code == 1
     assert line == ('error: training process rank 1 (pid 101) ended by Signal 9 (SIGKILL) '
                     'without an error line (killed from outside, e.g. by the out-of-memory '
-                    'killer); then torchrun stopped the others (rank 0: Signal 15 (SIGTERM)); '
+                    'killer); the others then ended (rank 0: Signal 15 (SIGTERM)); '
                     "torchrun's report: w/torchrun.log")
     code, line = without_a_line({0: _failure(0, 1, 5)}, 'R')
     assert (code, line) == (1, 'error: training process rank 0 (pid 100) failed with exit code 1 '

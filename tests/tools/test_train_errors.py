@@ -60,6 +60,10 @@ def test_a_divergence_tells_its_line_with_code_3(told):
                                 'process 1')) == 3
     assert told.read_text() == ('3\nerror: training diverged at iteration 5 (epoch 1): loss = '
                                 'nan on process 1\n')
+    told.unlink()  # the processes that learn it from that one leave the line to it
+    assert _train(DivergedError('training diverged between iterations 5 and 5: a non-finite '
+                                'loss on another process', elsewhere=True)) == 3
+    assert not told.exists()
 
 
 def test_a_broken_collective_after_another_process_told_its_line_ends_quietly(told, capsys):
