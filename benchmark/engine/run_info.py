@@ -22,7 +22,8 @@ def peak_memory_gb() -> tuple:
 class RunInfoHook(Hook):
     """Store what a results record needs in every checkpoint's meta.
 
-    world size, total batch, mean wall time per training epoch and peak memory: mmengine keeps
+    world size, total batch, mean wall time per training epoch, peak memory and where the
+    training views were drawn (``views``: 'device' or 'loader'): mmengine keeps
     none of them, and an evaluation of the checkpoint later must still report them. For a
     model with a momentum key encoder (MoCo and its family) also ``key_bn``: how its BatchNorm
     was kept from seeing the query batch (`MoCo.key_batch_norm`).
@@ -53,7 +54,11 @@ class RunInfoHook(Hook):
                     epoch_seconds=list(times),
                     time_s_per_epoch=sum(times) / len(times) if times else None,
                     peak_memory_gb=memory, memory_kind=kind)
-        key_bn = getattr(dist.unwrap(getattr(runner, 'model', None)), 'key_batch_norm', None)
+        model = dist.unwrap(getattr(runner, 'model', None))
+        # Where the training views were drawn: on the model's device or by PIL in the workers.
+        info['views'] = ('device' if type(getattr(model, 'data_preprocessor', None)).__name__
+                         == 'GPUViewPreprocessor' else 'loader')
+        key_bn = getattr(model, 'key_batch_norm', None)
         if callable(key_bn):
             info['key_bn'] = key_bn(runner.world_size)
         return info

@@ -88,6 +88,7 @@ def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
         peak_memory_gb=meta.get('peak_memory_gb'),
         # Image files the training data left out (bad_data=skip); None where unknown.
         data_skipped=meta.get('data_skipped'),
+        views=meta.get('views'),  # 'device' or 'loader'; None where unknown
     )
 
 

@@ -132,7 +132,8 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
                  checkpoint: Optional[str] = None, config_text: Optional[str] = None,
                  status: str = 'ok', extra: Optional[dict] = None,
                  data_skipped: Optional[int] = None, setting_text: Optional[str] = None,
-                 overrides: Optional[dict] = None) -> Dict[str, Any]:
+                 overrides: Optional[dict] = None,
+                 views: Optional[str] = None) -> Dict[str, Any]:
     """A validated result record with id, timestamp, versions, git state and host added.
 
     Args:
@@ -163,6 +164,9 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
         data_skipped: Image files the pretraining data left out (``bad_data='skip'``); stored
             as ``extra['data_skipped']`` (the top-level fields are a fixed schema). None:
             unknown, not stored.
+        views: Where the pretraining views were drawn, 'device' (the model's data
+            preprocessor) or 'loader' (PIL in the loader workers); stored as
+            ``extra['views']``. None: unknown, not stored.
 
     Returns:
         The record (a JSON-serialisable dict with every key of ``REQUIRED_FIELDS``).
@@ -177,6 +181,10 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
         if isinstance(data_skipped, bool) or not isinstance(data_skipped, int) or data_skipped < 0:
             raise ValueError(f'record: data_skipped must be an int >= 0, got {data_skipped!r}')
         extra = dict(extra or {}, data_skipped=data_skipped)
+    if views is not None:
+        if views not in ('device', 'loader'):
+            raise ValueError(f"record: views must be 'device' or 'loader', got {views!r}")
+        extra = dict(extra or {}, views=views)
     now = datetime.datetime.now(datetime.timezone.utc)
     config_sha = (hashlib.sha256(config_text.encode()).hexdigest()
                   if config_text is not None else None)

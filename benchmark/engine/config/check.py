@@ -14,6 +14,7 @@ import os
 import warnings
 from typing import Optional
 
+import torch
 from mmengine.config import Config, DictAction
 
 from benchmark import dist
@@ -22,17 +23,21 @@ from benchmark.engine.config.build import check_sections
 from benchmark.engine.config.keywords import ConfigError, check_keys, require_dict
 from benchmark.engine.config.rules import (check_batch, check_finite, check_method_named,
                                            check_unchecked)
-from benchmark.engine.config.views import check_view_pairing, fill_view_size
+from benchmark.engine.config.views import (check_view_pairing, fill_view_size,
+                                           resolve_train_views)
 
 __all__ = ['ConfigError', 'CfgOptionsAction', 'merge_options', 'read_config', 'validate_config']
 
 
-def validate_config(cfg: Config, world_size: Optional[int] = None) -> None:
+def validate_config(cfg: Config, world_size: Optional[int] = None,
+                    cuda: Optional[bool] = None) -> None:
     """Check a loaded config (cfg-options merged) by building what it names, without data.
 
     Args:
         cfg: The config (left as it is: the check builds from a copy).
         world_size: Processes of the run (default: torchrun's WORLD_SIZE, else 1).
+        cuda: Whether the run trains on a CUDA device (default: whether one is available),
+            for ``train_views``.
 
     Raises:
         ConfigError: One line naming the key path, with a did-you-mean where one fits.
@@ -42,6 +47,7 @@ def validate_config(cfg: Config, world_size: Optional[int] = None) -> None:
     check_finite(top)
     check_unchecked(top)
     try:  # views on the device need a raw_uint8 dataset, and the other way round
+        resolve_train_views(top, torch.cuda.is_available() if cuda is None else cuda)
         check_view_pairing(top)
     except ValueError as err:
         raise ConfigError(str(err)) from None

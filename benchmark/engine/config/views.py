@@ -1,6 +1,8 @@
 """Config rules of the device views: the preprocessor and its raw_uint8 dataset come together.
 
-`fill_view_size` completes the preprocessor's input size from the dataset's (so one
+`resolve_train_views` applies a config's ``train_views`` (where the training views are drawn:
+``on='auto'`` puts them on the device when the run trains on CUDA, PIL in the loader workers
+otherwise); `fill_view_size` completes the preprocessor's input size from the dataset's (so one
 ``--cfg-options`` changes both); `check_view_pairing` refuses a config that pairs them wrongly.
 """
 from __future__ import annotations
@@ -26,6 +28,56 @@ def train_dataset(cfg) -> dict:
     loader = cfg.get('train_dataloader')
     dataset = loader.get('dataset') if isinstance(loader, dict) else None
     return dataset if isinstance(dataset, dict) else {}
+
+
+VIEWS_ON = ('auto', 'device', 'loader')
+TRAIN_VIEWS_KEYS = ('on', 'raw_size', 'compile')
+
+
+def views_path(cfg) -> str:
+    """'device' when the model draws the training views, else 'loader' (PIL in the workers)."""
+    return 'device' if device_views(cfg) is not None else 'loader'
+
+
+def resolve_train_views(cfg, cuda: bool) -> str:
+    """Apply and remove the config's ``train_views``; the views path the run takes.
+
+    ``train_views = dict(on='auto', raw_size=None, compile=False)``: ``on='device'`` draws the
+    training views on the model's device (the dataset's view preset moves to a
+    GPUViewPreprocessor, the dataset hands out ``raw_uint8`` images, resized to ``raw_size``
+    first where its images differ in size), ``'loader'`` keeps PIL in the loader workers,
+    ``'auto'`` is 'device' when ``cuda`` (the run trains on a CUDA device), else 'loader'.
+    ``compile``: the preprocessor's torch.compile switch. A config that names the
+    preprocessor itself keeps it whatever ``on`` says.
+
+    Raises:
+        ValueError: One line naming a bad key or value.
+    """
+    spec = cfg.pop('train_views', None) if hasattr(cfg, 'pop') else None
+    if spec is None:
+        return views_path(cfg)
+    if not isinstance(spec, dict):
+        raise ValueError(f"train_views must be a dict like dict(on='auto'), got {spec!r}")
+    unknown = sorted(set(spec) - set(TRAIN_VIEWS_KEYS))
+    if unknown:
+        raise ValueError(f"train_views: unknown key {unknown[0]!r}; valid: "
+                         f"{', '.join(TRAIN_VIEWS_KEYS)}")
+    on = spec.get('on', 'auto')
+    if on not in VIEWS_ON:
+        raise ValueError(f"train_views.on={on!r}: not one of {', '.join(VIEWS_ON)}")
+    if not isinstance(spec.get('compile', False), bool):
+        raise ValueError(f"train_views.compile must be True or False, got {spec['compile']!r}")
+    if on == 'device' or (on == 'auto' and cuda):
+        if device_views(cfg) is None:
+            dataset = train_dataset(cfg)
+            view = dataset.get('view', 'mocov2')
+            raw_size = spec.get('raw_size')
+            dataset['view'] = RAW_VIEW if raw_size is None else dict(name=RAW_VIEW,
+                                                                     raw_size=raw_size)
+            cfg['model']['data_preprocessor'] = dict(type='GPUViewPreprocessor', view=view,
+                                                     compile=spec.get('compile', False))
+            fill_view_size(cfg)
+    return views_path(cfg)
 
 
 def fill_view_size(cfg) -> None:

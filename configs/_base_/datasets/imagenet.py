@@ -12,3 +12,10 @@ train_dataloader = dict(
     dataset=dict(type='ImageNet', data_root='data/imagenet', split='train',
                  input_size=224, view=dict(name='mocov2')),
 )
+# Where the training views are drawn: 'auto' draws them on the GPU when the run trains on one
+# (the workers only decode; GPUViewPreprocessor draws every image's views with its own
+# parameters, distributed as the PIL path's), and with PIL in the loader workers on a CPU;
+# on='loader' keeps PIL anywhere, on='device' draws them on the model's device anywhere.
+# ImageNet's images differ in size: on the device each is first resized (shorter side 256,
+# PIL bilinear) and centre-cropped to 256 x 256 in the workers, so the crops see that square.
+train_views = dict(on='auto', raw_size=256)

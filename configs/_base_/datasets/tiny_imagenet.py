@@ -12,3 +12,8 @@ train_dataloader = dict(
     dataset=dict(type='TinyImageNet', data_root='data/tiny-imagenet-200', split='train',
                  input_size=224, view=dict(name='mocov2')),
 )
+# Where the training views are drawn: 'auto' draws them on the GPU when the run trains on one
+# (the workers only decode; GPUViewPreprocessor draws every image's views with its own
+# parameters, distributed as the PIL path's), and with PIL in the loader workers on a CPU;
+# on='loader' keeps PIL anywhere, on='device' draws them on the model's device anywhere.
+train_views = dict(on='auto')

@@ -1,0 +1,72 @@
+"""train_views: the paper's configs draw their views on the GPU when they train on one, with PIL
+in the loader workers on a CPU; the record says which."""
+import pytest
+
+from benchmark.engine.config.check import read_config, validate_config
+from benchmark.engine.config.views import resolve_train_views, views_path
+from benchmark.reports.records import build_record
+from tests.conftest import ROOT
+
+
+def config(name: str):
+    return read_config(str(ROOT / 'configs' / name))
+
+
+@pytest.mark.parametrize('name, raw', [('mixco_r18_tiny.py', 'raw_uint8'),
+                                       ('mocov2_r50_imagenet.py',
+                                        dict(name='raw_uint8', raw_size=256))])
+def test_auto_draws_the_views_on_a_gpu_and_with_pil_on_a_cpu(name, raw):
+    cpu, gpu = config(name), config(name)
+    view = cpu.train_dataloader.dataset.view
+    assert resolve_train_views(cpu, cuda=False) == 'loader'
+    assert 'train_views' not in cpu and cpu.train_dataloader.dataset.view == view
+    assert resolve_train_views(gpu, cuda=True) == 'device'
+    assert gpu.train_dataloader.dataset.view == raw
+    pre = gpu.model.data_preprocessor
+    assert (pre.type, pre.view, pre.input_size, pre.compile) == (
+        'GPUViewPreprocessor', view, gpu.train_dataloader.dataset.input_size, False)
+
+
+def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():
+    cfg = config('mixco_r18_tiny.py')
+    cfg.train_views.on = 'loader'
+    assert resolve_train_views(cfg, cuda=True) == 'loader'
+    cfg = config('mixco_r18_tiny.py')
+    cfg.train_views.update(on='device', compile=True)
+    assert resolve_train_views(cfg, cuda=False) == 'device'
+    assert cfg.model.data_preprocessor.compile is True
+    fast = config('mixco_r18_tiny_fast.py')  # its own preprocessor: on='loader' changes nothing
+    fast.train_views.on = 'loader'
+    assert resolve_train_views(fast, cuda=False) == 'device' == views_path(fast)
+
+
+@pytest.mark.parametrize('value, line', [
+    ('gpu', "train_views must be a dict like dict(on='auto'), got 'gpu'"),
+    (dict(on='gpu'), "train_views.on='gpu': not one of auto, device, loader"),
+    (dict(on='auto', raw=64), "train_views: unknown key 'raw'; valid: on, raw_size, compile"),
+    (dict(compile='yes'), "train_views.compile must be True or False, got 'yes'")])
+def test_bad_train_views_are_one_line(value, line):
+    cfg = config('mixco_r18_tiny.py')
+    cfg.train_views = value
+    with pytest.raises(ValueError) as err:
+        resolve_train_views(cfg, cuda=True)
+    assert str(err.value) == line
+
+
+def test_the_check_builds_the_views_a_gpu_run_would_take():
+    cfg = config('mixco_r18_tiny.py')
+    validate_config(cfg, cuda=True)  # the device views' preprocessor and raw dataset, built
+    cfg.train_views.on = 'gpu'
+    with pytest.raises(ValueError, match="train_views.on='gpu'"):
+        validate_config(cfg, cuda=True)
+    assert 'train_views' in cfg  # the check works on a copy
+
+
+def test_the_record_says_where_the_views_were_drawn():
+    run = dict(method='mixco', backbone='resnet18', pretrain_data='digits', pretrain_epochs=1,
+               eval_data='digits', seed=0,
+               protocols=dict(knn=dict(settings=dict(k=5), metrics=dict(top1=50.0))), world_size=1, total_batch=8)
+    assert build_record(**run, views='device')['extra']['views'] == 'device'
+    assert 'views' not in build_record(**run)['extra']
+    with pytest.raises(ValueError, match="views must be 'device' or 'loader', got 'gpu'"):
+        build_record(**run, views='gpu')
