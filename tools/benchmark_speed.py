@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--precision', choices=['fp32', 'bf16'], default=d.precision,
                    help='bf16: autocast in the bare steps, CPUCapableAmpOptimWrapper in the Runner')
     p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
-    p.add_argument('--views', choices=['pil', 'gpu'], default=d.views,
+    p.add_argument('--views', choices=['pil', 'gpu', 'gpuc'], default=d.views,
                    help='pipeline views: PIL in the workers, or the GPU views override')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
     p.add_argument('--only', nargs='+', choices=PARTS, help='the parts to run (e.g. views)')

@@ -30,6 +30,9 @@ VIEWS_OPTIONS: Dict[str, dict] = {
     'pil': {},  # PIL views in the loader workers (the paper configs)
     'gpu': {'train_dataloader.dataset.view': 'raw_uint8',  # as configs/*_tiny_fast.py
             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
+    'gpuc': {'train_dataloader.dataset.view': 'raw_uint8',  # the same, torch.compile'd
+             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
+                                             compile=True)},
 }
 # The last one measures torch.compile on the fastest eager configuration (kept only if it wins).
 PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile')

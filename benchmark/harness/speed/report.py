@@ -109,9 +109,11 @@ def paper_line(result: dict) -> str:
 def views_line(v: dict) -> str:
     ms = v['ms_per_batch']
     kornia = 'not installed' if ms['kornia'] is None else f'{ms["kornia"]:.1f} ms'
+    compiled = ms.get('device_path_compiled')
+    compiled = '' if compiled is None else f' ({compiled:.1f} ms compiled)'
     return (f'Views ({v["batch"]} images {v["native"]} px -> 2 views {v["size"]} px, '
-            f'{v["device"]}): device path {ms["device_path"]:.1f} ms per batch, PIL image by '
-            f'image {ms["pil_per_image"]:.1f} ms (one worker), kornia {kornia}.')
+            f'{v["device"]}): device path {ms["device_path"]:.1f} ms per batch{compiled}, PIL '
+            f'image by image {ms["pil_per_image"]:.1f} ms (one worker), kornia {kornia}.')
 
 
 def features_line(f: dict) -> str:

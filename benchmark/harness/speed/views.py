@@ -15,8 +15,8 @@ import torch
 from benchmark.harness.speed.timing import Settings, timed
 
 NOTE = ('milliseconds per batch for both views, median of repeats after one warm-up; PIL runs '
-        'image by image on one CPU thread as a loader worker does; the device path and kornia '
-        'run on the measured device')
+        'image by image on one CPU thread as a loader worker does; the device path (eager, and '
+        'torch.compile\'d on a GPU) and kornia run on the measured device')
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -51,9 +51,15 @@ def bench_views(s: Settings, device: torch.device) -> dict:
     arrays = rng.randint(0, 256, (s.batch, s.views_native, s.views_native, 3), np.uint8)
     x = torch.from_numpy(arrays).permute(0, 3, 1, 2).contiguous().to(device)
     seeds = torch.arange(s.batch)
-    ours = GPUViewPreprocessor(view='mocov2', input_size=s.input_size).to(device)
-    ms = dict(device_path=median_ms(lambda: ours(dict(inputs=x, data_samples=seeds,
-                                                     seed=seeds)), s.views_repeats, device))
+    ms = {}
+    for key, compiled in (('device_path', False), ('device_path_compiled', True)):
+        if compiled and device.type != 'cuda':
+            ms[key] = None  # compiling for the CPU takes minutes of a short benchmark
+            continue
+        ours = GPUViewPreprocessor(view='mocov2', input_size=s.input_size,
+                                   compile=compiled).to(device)
+        ms[key] = median_ms(lambda: ours(dict(inputs=x, data_samples=seeds, seed=seeds)),
+                            s.views_repeats, device)
     kornia = kornia_views(s.input_size, device)
     ms['kornia'] = None if kornia is None else median_ms(lambda: kornia(x), s.views_repeats,
                                                          device)
