@@ -37,6 +37,7 @@ from benchmark.suites.plan import RunPlan, index_records, mark_work_dir, plan_ru
 from benchmark.suites.process import (LoggedChild, Slot, duration, plan_slots,
                                       usable_cores, visible_gpus)
 from benchmark.suites.report import read_suite_records
+from benchmark.suites.run_log import with_error_line
 from benchmark.suites.slurm import submit_suite
 from benchmark.suites.spec import Evaluation, Run, Suite, SuiteError, resolve_config
 from benchmark.suites.status import RunStatus, StatusLines
@@ -48,14 +49,15 @@ NO_WORK = ('done', 'diverged', 'queued', PASSED_OVER)  # outcomes of runs that d
 def ended(code: int, took: str, log: str, interrupted: bool) -> Tuple[str, str]:
     """How a child ended, and in words: ('ok', 'ok in 3m09s'), ('failed', 'failed (exit 1);
     log PATH'), ('interrupted', 'interrupted (exit 143) after 5s; log PATH') or ('diverged',
-    'diverged (recorded); log PATH')."""
+    'diverged (recorded); log PATH'); a failure or a divergence with the `error:` line its
+    log ends with, 'failed (exit 2): error: ...; log PATH'."""
     if code == 0:
         return 'ok', f'ok in {took}'
     if interrupted or code == PREEMPTED_EXIT_CODE:
         return 'interrupted', f'interrupted (exit {code}) after {took}; log {log}'
     if code == DIVERGED_EXIT_CODE:
-        return 'diverged', f'diverged (recorded); log {log}'
-    return 'failed', f'failed (exit {code}); log {log}'
+        return 'diverged', f"{with_error_line('diverged (recorded)', log)}; log {log}"
+    return 'failed', f"{with_error_line(f'failed (exit {code})', log)}; log {log}"
 
 
 @dataclass(kw_only=True)

@@ -18,6 +18,7 @@ from submitit.core.job_environment import JobEnvironment
 
 from benchmark.exit_codes import DIVERGED_EXIT_CODE, PREEMPTED_EXIT_CODE
 from benchmark.suites.parent_death import die_with_parent
+from benchmark.suites.run_log import with_error_line
 from benchmark.suites.slurm_ranks import rank_env, rendezvous
 
 
@@ -271,8 +272,8 @@ class RunTask(submitit.helpers.Checkpointable):
                     f'(exit 143) after saving a checkpoint; rerun the suite to resume it; '
                     f'log {self.train.log}')
             elif code != 0:
-                raise RuntimeError(f'run {self.run}: training failed (exit {code}); '
-                                   f'log {self.train.log}')
+                said = with_error_line(f'training failed (exit {code})', self.train.log)
+                raise RuntimeError(f'run {self.run}: {said}; log {self.train.log}')
             self.done.append(self.train.name)
         failed = {}
         for step in self.evals if rank == 0 else []:  # evaluated once, by rank 0's task

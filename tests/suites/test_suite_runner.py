@@ -32,13 +32,16 @@ def test_failed_run_is_reported_with_its_log_and_its_row(tmp_path, monkeypatch):
     monkeypatch.setenv('WANDB_MODE', 'disabled')
     path = tmp_path / 'fail.py'
     path.write_text("configs = ['configs/mocov2_r18_digits.py']\nseeds = [0, 1]\n")
-    monkeypatch.setattr(SuiteRunner, 'train_command',
-                        lambda self, plan: ['bash', '-c', f'echo boom {plan.run.seed}; exit 7'])
+    said = 'echo "error: c.py: a.JPEG: truncated" >&2; exit 2'  # seed 1: dist_train.sh's line
+    monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: [
+        'bash', '-c', f'echo boom {plan.run.seed}; exit 7' if plan.run.seed == 0 else said])
     code, out = _run(path, tmp_path)
     log = tmp_path / 'work/suites/fail/mocov2_r18_digits-s0/suite_train.log'
     assert code == 1
     assert out[1:3] == [f'[1/2] mocov2_r18_digits-s0: started; log {log}',
                         f'[1/2] mocov2_r18_digits-s0: started -> failed (exit 7); log {log}']
+    assert (f'[2/2] mocov2_r18_digits-s1: started -> failed (exit 2): error: c.py: a.JPEG: '
+            f"truncated; log {str(log).replace('-s0', '-s1')}") in out
     assert 'boom 0' in log.read_text()
     assert out[-2].startswith('summary: 2 run(s): 2 failed (failed: mocov2_r18_digits-s0, '
                               'mocov2_r18_digits-s1)')

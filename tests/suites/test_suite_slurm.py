@@ -320,6 +320,12 @@ def test_task_failures(tmp_path):
                            Step('b', ['true'], str(logs / 'b.log'))])
     with pytest.raises(RuntimeError, match=r'run r: training failed \(exit 7\); log .*t\.log'):
         RunTask('r', *steps(7), sys.executable)()
+    said = Step('train', ['bash', '-c', 'echo "error: c.py: a.JPEG: truncated" >&2; exit 2'],
+                str(logs / 's.log'))
+    with pytest.raises(RuntimeError) as failed:  # the line it ended with, and its code
+        RunTask('r', said, [], sys.executable)()
+    assert str(failed.value) == (f'run r: training failed (exit 2): error: c.py: a.JPEG: '
+                                 f'truncated; log {logs / "s.log"}')
     with pytest.raises(RuntimeError, match='stopped by a signal from outside the task'):
         RunTask('r', *steps(143), sys.executable)()
     task = RunTask('r', *steps(0), sys.executable)
