@@ -65,9 +65,20 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
 
 
 def test_dead_or_hung_process_ends_the_job_in_time_without_orphans(fake_tiny, tmp_path):
+    """The job ends in time and, last, with a line naming the process that ended without one
+    (the dead rank 1's SIGKILL; the hung one's peer timing out, then rank 1 killed) and the
+    run's log, torchrun's report there and not on the terminal."""
     card = fc.Scorecard()
     fc.section_dead_rank(card, str(tmp_path), fake_tiny, timeout_s=15)
     assert card.faults_survived == 2, card.failures
+    for kind, words in [('dead', 'training process rank 1 (pid '),
+                        ('hung', 'training process rank 0 (pid ')]:
+        out, log = (tmp_path / f'rank-{kind}.out').read_text(), tmp_path / f'rank-{kind}'
+        last = out.splitlines()[-1]
+        assert last.startswith(f'error: {words}') and 'without an error line' in last, last
+        assert 'rank 1' in last and 'Signal 9 (SIGKILL)' in last, last
+        assert last.endswith(f"torchrun's report: {log}/torchrun.log"), last
+        assert 'Root Cause' not in out and 'Root Cause' in (log / 'torchrun.log').read_text()
 
 
 def test_concurrent_record_writers_lose_nothing(tmp_path):
