@@ -6,7 +6,6 @@ Exit codes: 0 done, 2 bad input, 3 diverged, 74 disk full, 75 work dir trained b
 process, 143 pre-empted (docs/crash-safety.md).
 """
 import argparse
-import contextlib
 import os
 import sys
 
@@ -18,24 +17,21 @@ from mmengine.runner import Runner
 import benchmark.components  # noqa: F401  registers every type a config can name
 from benchmark import dist
 from benchmark.engine.channels_last import use_channels_last_wrapper
-from benchmark.atomic_io import no_space_left
-from benchmark.engine.checkpoint_hook import DiskFullError, full_disk_line
 from benchmark.engine.checkpoints import check_resume_fits
 from benchmark.cli import ArgumentParser, fail, one_line
-from benchmark.data.base import DataRootError
 from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.config.views import resolve_train_views
+from benchmark.engine.late_errors import bad_input, late_exit
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
                                      load_config)
 from benchmark.engine.nan_guard import DivergedError
-from benchmark.engine.preemption import PreemptionHook, launcher_told, tell_launcher
+from benchmark.engine.preemption import PreemptionHook, tell_launcher
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
 from benchmark.engine.work_dir_lock import (WorkDirBusy, check_work_dir_free, hold_work_dir, release_work_dir)
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
-from benchmark.exit_codes import (BAD_INPUT_EXIT_CODE, DISK_FULL_EXIT_CODE, DIVERGED_EXIT_CODE,
-                                  WORK_DIR_BUSY_EXIT_CODE)
+from benchmark.exit_codes import DIVERGED_EXIT_CODE, WORK_DIR_BUSY_EXIT_CODE
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -99,10 +95,8 @@ def main(argv=None) -> int:
     except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:
             raise
-        message = one_line(err)
-        message = message if message.startswith(args.config) else f'{args.config}: {message}'
-        tell_launcher(BAD_INPUT_EXIT_CODE, f'error: {message}')  # its checkpoint, its device...
-        return fail(message)
+        message = one_line(err)  # told to dist_train.sh too: its checkpoint, its GPU...
+        return bad_input(message if message.startswith(args.config) else f'{args.config}: {message}')
     if runner is None:
         return 0
     if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):
@@ -137,28 +131,11 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
             tell_launcher(DIVERGED_EXIT_CODE, f'error: {err}')
         dist.leave_together()
         return DIVERGED_EXIT_CODE
-    except DataRootError as err:  # a file that broke after the scan, met by this process alone
-        if args.debug:
+    except Exception as err:  # noqa: BLE001 - a full disk, a file gone bad, another's end
+        code = None if args.debug else late_exit(runner, err, args.config)
+        if code is None:
             raise
-        message = f'error: {args.config}: {one_line(err)}'
-        print(message, file=sys.stderr, flush=True)
-        tell_launcher(BAD_INPUT_EXIT_CODE, message)
-        return BAD_INPUT_EXIT_CODE
-    except OSError as err:  # a full disk: one line, the last good checkpoint kept, exit 74
-        if args.debug or not no_space_left(err):
-            raise
-        runner.logger.error(full_disk_line(err))
-        with contextlib.suppress(Exception):  # wandb says its last words before that line
-            runner.visualizer.close()
-        fail(full_disk_line(err))
-        tell_launcher(DISK_FULL_EXIT_CODE, f'error: {full_disk_line(err)}')
-        if isinstance(err, DiskFullError):  # every process has it (a checkpoint's)
-            dist.leave_together()
-        return DISK_FULL_EXIT_CODE
-    except Exception:  # noqa: BLE001 - a collective broken by another process's end, mostly
-        if args.debug or not launcher_told():
-            raise
-        return 1  # another process told dist_train.sh its line: this follows from it, quietly
+        return code
     dist.leave_together()
     return 0
 

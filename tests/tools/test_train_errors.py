@@ -1,13 +1,14 @@
-"""tools/train.py's training step meets an error found late, in one process of several: its one
-line and exit code reach tools/dist_train.sh (TRAIN_EXIT_CODE_FILE) whatever its rank; a
-process whose training breaks after another one told its line ends quietly. A stand-in runner
-raises what a real run would (the real launch: tests/e2e/test_dist_train_errors.py)."""
+"""tools/train.py meets an error found late, in one process of several: its one line and exit
+code reach tools/dist_train.sh (TRAIN_EXIT_CODE_FILE) whatever its rank; a process whose
+training breaks after another one told its line ends quietly. A stand-in runner raises what a
+real run would (the real launches: tests/e2e/test_dist_train_errors.py)."""
 import argparse
 from types import SimpleNamespace
 
 import pytest
 
 from benchmark.data.base import BadImageError
+from benchmark.engine.late_errors import bad_input
 from benchmark.engine.nan_guard import DivergedError
 from tools import train
 
@@ -73,3 +74,12 @@ def test_a_broken_collective_after_another_process_told_its_line_ends_quietly(to
     told.write_text('2\nerror: x\n')  # another process's line
     assert _train(broken) == 1
     assert capsys.readouterr().err == '' and told.read_text() == '2\nerror: x\n'
+
+
+def test_bad_input_met_while_building_is_told_by_any_process_said_by_rank_0(told, capsys):
+    """A checkpoint that does not fit, a GPU missing for local rank 1: found while the run is
+    built, on one process or all; rank 0 prints it (once for all), the launcher gets it from
+    whichever process met it."""
+    assert bad_input(f'{CONFIG}: the process of local rank 1 has no GPU') == 2
+    assert capsys.readouterr().err == ''  # rank 1
+    assert told.read_text() == f'2\nerror: {CONFIG}: the process of local rank 1 has no GPU\n'

@@ -1,0 +1,52 @@
+"""How a training process ends on an error found after its start: one line, and its code told to
+`tools/dist_train.sh` (`benchmark.engine.preemption.tell_launcher`; torchrun would end the
+job with 1, whatever the process's code).
+
+- `bad_input`: what the process found while it built the run (a ``--resume`` checkpoint that
+  does not fit, a data folder, no GPU of its own): `benchmark.cli.fail`'s line, exit code 2;
+- `late_exit`, for what its training raised: a full disk (the line after wandb's last words,
+  exit 74); an image file that broke after the scan, met by this process alone (its line, said
+  by this process whatever its rank, exit 2); an error that follows from another process's end,
+  once that one told its line (a collective it broke: nothing more, exit 1). Anything else
+  keeps its traceback.
+"""
+import contextlib
+import sys
+from typing import Optional
+
+from benchmark import dist
+from benchmark.atomic_io import no_space_left
+from benchmark.cli import fail, one_line
+from benchmark.data.base import DataRootError
+from benchmark.engine.checkpoint_hook import DiskFullError, full_disk_line
+from benchmark.engine.preemption import launcher_told, tell_launcher
+from benchmark.exit_codes import BAD_INPUT_EXIT_CODE, DISK_FULL_EXIT_CODE
+
+
+def bad_input(message: str) -> int:
+    """``error: message`` (rank 0 says it), told to the launcher by any process; exit code 2."""
+    tell_launcher(BAD_INPUT_EXIT_CODE, f'error: {message}')
+    return fail(message)
+
+
+def late_exit(runner, err: BaseException, config: str) -> Optional[int]:
+    """The exit code of a process whose training raised `err`, once it has said it (see the
+    module); None for any other error, which the caller raises again."""
+    if isinstance(err, OSError) and no_space_left(err):
+        line = full_disk_line(err)
+        runner.logger.error(line)
+        with contextlib.suppress(Exception):  # wandb says its last words before that line
+            runner.visualizer.close()
+        fail(line)
+        tell_launcher(DISK_FULL_EXIT_CODE, f'error: {line}')
+        if isinstance(err, DiskFullError):  # every process has it (a checkpoint's)
+            dist.leave_together()
+        return DISK_FULL_EXIT_CODE
+    if isinstance(err, DataRootError):  # BadImageError: one file, met by this process alone
+        line = f'error: {config}: {one_line(err)}'
+        print(line, file=sys.stderr, flush=True)
+        tell_launcher(BAD_INPUT_EXIT_CODE, line)
+        return BAD_INPUT_EXIT_CODE
+    if launcher_told():  # another process said how the job ends: this follows from it
+        return 1
+    return None
