@@ -46,9 +46,12 @@ fi
 # kill -- -PGID): torchrun would then stop the training processes before they save and end
 # with 1, so it is started with both signals left to this script (not among its
 # --signals-to-handle, given as PET_SIGNALS_TO_HANDLE, and blocked in torchrun).
-# A process that has to end the job with a code of its own (143; 3 for a divergence, 74 for a
-# full disk, 75 for a busy work dir) writes it to TRAIN_EXIT_CODE_FILE, with the error line to
-# repeat after torchrun's report: torchrun reports any failed job as 1.
+# A process that has to end the job with a code of its own (143; 2 for bad input it found, 3
+# for a divergence, 74 for a full disk, 75 for a busy work dir) writes it to
+# TRAIN_EXIT_CODE_FILE with its error line: torchrun reports any failed job as 1. The job then
+# ends with that line, last, and that code; torchrun's own lines (its report of the processes'
+# ends) go to <work dir>/torchrun.log (benchmark/engine/torchrun_job.py), and a process that
+# ended without a line (a signal, a traceback) is named in one line with the log.
 # The training processes hold such a signal until their PreemptionHook takes it over
 # (TRAIN_HOLD_SIGNALS, benchmark/engine/held_signals.py): one that reaches them while they
 # import or load a checkpoint is acted on after their first step instead of killing them.
@@ -60,11 +63,12 @@ if [ -n "$STOP" ]; then
 fi
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
-# The config is checked once, before any training process starts, in the process that then
-# runs torchrun (tools/train.py --check-only, in-process): a bad key or value is one line and
-# exit code 2 (torchrun would wrap the processes' errors in its own report). The stop signals
-# stay blocked while it checks (in the threads torch starts meanwhile as well): one that came
-# then ends it with 143 (130 for SIGINT) and one line, before anything trains.
+# The config and the data are checked once, before any training process starts, in the
+# process that then runs torchrun (tools/train.py --check-only, in-process, then the data as
+# train.py checks it: the root, its layout, every image file, a scan cached in the data root):
+# a bad key or value, a missing or broken data folder is one line and exit code 2. The stop
+# signals stay blocked while it checks (in the threads torch starts meanwhile as well): one
+# that came then ends it with 143 (130 for SIGINT) and one line, before anything trains.
 TRAIN_HOLD_SIGNALS=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
   PET_SIGNALS_TO_HANDLE=SIGINT,SIGHUP,SIGQUIT \
   "$PYTHON" -c 'import os, runpy, signal, sys
@@ -133,7 +137,7 @@ while kill -0 "$CHILD" 2>/dev/null; do
 done
 wait "$CHILD"  # the child's own exit status (bash keeps it after the child is reaped)
 RC=$?
-if [ -s "$TRAIN_EXIT_CODE_FILE" ]; then
+if [ -s "$TRAIN_EXIT_CODE_FILE" ]; then  # left only where torchrun's process itself was killed
   RC=$(head -n 1 "$TRAIN_EXIT_CODE_FILE")
   sed -n '2p' "$TRAIN_EXIT_CODE_FILE" >&2  # the error line, if any, last
 fi
