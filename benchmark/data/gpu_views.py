@@ -63,11 +63,14 @@ def pack_params(params: ViewParams) -> Tensor:
                       p.sigma[:, None]], 1)
 
 
-def to_device(packed: Tensor, device: torch.device) -> Tensor:
-    """The packed parameters on ``device``: one asynchronous copy from pinned memory on CUDA."""
-    if device.type == 'cuda':
-        packed = packed.pin_memory()
-    return packed.to(device, non_blocking=True)
+def to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """``tensor`` on ``device`` by an asynchronous copy. To CUDA from pageable host memory a
+    copy waits for the stream to reach it (the device to finish the previous step), so the
+    tensor is pinned first unless the loader pinned it (``pin_memory=True``)."""
+    device = torch.device(device)
+    if device.type == 'cuda' and tensor.device.type == 'cpu' and not tensor.is_pinned():
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def draw_view(x: Tensor, p: Tensor, spec: ViewSpec) -> Tensor:
@@ -181,9 +184,12 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         # Every view of every image in one draw, one transfer and one set of operations.
         packed = pack_params(draw_view_params(self.spec, self.num_views * b, height, width,
                                               generator))
-        x = images.to(self.device, non_blocking=self._non_blocking)
+        x = to_device(images, self.device)
         packed = to_device(packed, x.device)
         with torch.autocast(device_type=x.device.type, enabled=False):  # views in float32
             x = x.float().div_(255)
             views = self.draw(x.repeat(self.num_views, 1, 1, 1), packed).chunk(self.num_views)
-        return dict(inputs=views, data_samples=self.cast_data(data.get('data_samples')))
+        samples = data.get('data_samples')
+        if isinstance(samples, Tensor):
+            samples = to_device(samples, x.device)
+        return dict(inputs=views, data_samples=self.cast_data(samples))

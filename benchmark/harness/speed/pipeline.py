@@ -189,6 +189,11 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     if s.compile:  # the encoders (benchmark/engine/compile_hook.py); compiled in the warm-up
         cfg.custom_hooks.append(dict(type='CompileHook'))
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
+    cfg.pop('train_views', None)  # the configuration chooses the views
+    if s.pin_memory is not None:
+        loader.pin_memory = s.pin_memory
+    elif torch.cuda.is_available():  # as tools/train.py on a GPU
+        loader.pin_memory = True
     fill_view_size(cfg)  # the device views' size follows the dataset's input_size
     return cfg
 
