@@ -393,7 +393,7 @@ def test_views_are_drawn_in_one_pass_with_one_parameter_transfer(monkeypatch):
     pre = GPUViewPreprocessor(view='mocov2', input_size=24, num_views=3)
     x = torch.randint(0, 256, (8, 3, 16, 16), dtype=torch.uint8)
     views = pre(dict(inputs=x, seed=torch.arange(8)))['inputs']
-    assert transfers == [(24, gpu_views.PARAM_COLUMNS)] and passes == [24]
+    assert transfers == [(8, 3, 16, 16), (24, gpu_views.PARAM_COLUMNS)] and passes == [24]
     assert len(views) == 3 and all(v.shape == (8, 3, 24, 24) for v in views)
 
 
