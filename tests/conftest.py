@@ -182,6 +182,23 @@ def real_slurm_linuxproc(monkeypatch) -> None:
     monkeypatch.setenv('SLURM_CONF', conf)
 
 
+REQUIRE_CHROMIUM = 'REQUIRE_CHROMIUM'  # =1 (CI): a browser test without Chromium fails
+
+
+@pytest.fixture(scope='session')
+def chromium() -> str:
+    """The path of a Chromium (Debian's package: apt-get install chromium), else the test is
+    skipped with one line saying so, or fails where REQUIRE_CHROMIUM=1 (CI)."""
+    from tests.reports.browser import find_chromium
+    path = find_chromium()
+    if path is None:
+        line = 'no Chromium installed (apt-get install chromium) for the browser tests'
+        if os.environ.get(REQUIRE_CHROMIUM) == '1':
+            pytest.fail(f'{line} ({REQUIRE_CHROMIUM}=1)', pytrace=False)
+        pytest.skip(line)
+    return path
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as sock:

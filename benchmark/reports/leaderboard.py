@@ -146,6 +146,22 @@ def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dic
     return entries, superseded
 
 
+def run_of(record: Dict[str, Any], protocol: str, metric: str) -> Dict[str, Any]:
+    """What a row keeps of one of its records for the explorer's detail: seed, id, its value
+    of the main metric (a number or its NA string), time, memory, commit, versions, host and
+    its t-SNE figure as recorded ('' for a stand-in of a step without a record)."""
+    git = record.get('git') or {}
+    figure = ((record['protocols'].get('cluster_tsne') or {}).get('settings') or {}).get('figure')
+    return dict(seed=int(record['seed']), id='' if record.get('placeholder') else record['id'],
+                status=str(record.get('status', 'ok')), created=record.get('created', ''),
+                value=record['protocols'][protocol].get('metrics', {}).get(metric),
+                time_s_per_epoch=record.get('time_s_per_epoch'),
+                peak_memory_gb=record.get('peak_memory_gb'),
+                commit=git.get('commit'), dirty=git.get('dirty'),
+                versions=record.get('versions') or {}, host=record.get('host') or {},
+                figure=figure or '')
+
+
 def _row(key: Tuple, ident: Tuple[str, str, Optional[str], str], status: str,
          items: List[Tuple[dict, str]], superseded: List[str]) -> Row:
     """One row from its (record, protocol) items, one per seed (legacy rows: per record)."""
@@ -181,6 +197,7 @@ def _row(key: Tuple, ident: Tuple[str, str, Optional[str], str], status: str,
         else:
             row['na_seeds'][int(record['seed'])] = f"{main} {value or 'not recorded'}"
     row['by_seed'] = {seed: sum(v) / len(v) for seed, v in per_seed.items()}
+    row['runs'] = [run_of(record, proto, main) for record, proto in items]
     if superseded:
         notes.append(f'{len(superseded)} superseded record(s): ' + '; '.join(superseded))
     row.update(time_s_per_epoch=_mean(r.get('time_s_per_epoch') for r in records),
@@ -230,7 +247,7 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
         row = rows.setdefault(key, dict(
             zip(KEY, key), variant='', status='ok', label=f'{row_label(key[5])} (paper)',
             metrics={}, by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
-            key_bn=None, world_size=None, protocol_settings='', superseded=[],
+            key_bn=None, world_size=None, protocol_settings='', superseded=[], runs=[],
             time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:

@@ -11,6 +11,7 @@ from typing import List, Optional
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import display_path, leaderboard_paths
 from benchmark.reports.aggregate_board import across_sections, aggregate_figures
+from benchmark.reports.explorer import render_explorer
 from benchmark.reports.figures import drawn
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows
@@ -36,9 +37,9 @@ def read_paper(path: Path) -> List[dict]:
 
 
 def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
-    """Write ``leaderboard.md``, ``leaderboard.csv``, the interval plots (one PNG per section)
-    and the aggregates' figures (performance profile, ranks) into ``results_dir``; return the
-    paths.
+    """Write ``leaderboard.md``, ``leaderboard.csv``, the explorer ``index.html``, the interval
+    plots (one PNG per section) and the aggregates' figures (performance profile, ranks) into
+    ``results_dir``; return the paths.
 
     Args:
         results_dir: The folder holding ``runs/*.json``.
@@ -59,5 +60,6 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
                                                figures=figures, verdicts=verdicts(rows),
                                                across=across_sections(rows)))
     atomic_write_text(str(csv_path), render_csv(rows))
+    explorer = render_explorer(rows, results_dir, [str(results_dir)], 'Leaderboard', generated)
     print(f'{len(records)} record(s), {len(rows)} row(s)')
-    return [md, csv_path] + [results_dir / name for name in drawn(figures)]
+    return [md, csv_path, explorer] + [results_dir / name for name in drawn(figures)]

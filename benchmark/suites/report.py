@@ -26,6 +26,7 @@ from benchmark.layout import SEQUENTIAL_FILE, SUITE_CURVES, display_path, leader
 from benchmark.names import RANDOM_INIT, canonical_data, method_label
 from benchmark.reports.comparisons import main_metric
 from benchmark.reports.aggregate_board import aggregate_figures
+from benchmark.reports.explorer import render_explorer
 from benchmark.reports.figures import draw, drawn
 from benchmark.reports.interval_plot import section_figures
 from benchmark.reports.leaderboard import build_rows, row_label
@@ -134,7 +135,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                  paper: Optional[Path], use_wandb: bool = True,
                  sequential: bool = False) -> List[Path]:
     """Write the suite's page (leaderboard.md), leaderboard.csv, summary.md (the compact block
-    `--publish` puts into a page), the interval plots and curves.png; return their paths.
+    `--publish` puts into a page), the explorer (index.html), the interval plots and
+    curves.png; return their paths.
     `sequential`: add the decisions of ``--until-decided`` (its state file) to the page and
     the summary."""
     by_name = {o.run.name: o for o in outcomes}
@@ -175,7 +177,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                                                      hardware(found)) + block)
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
-    paths = ([md, csv_path, summary] + [folder / name for name in drawn(figures)]
+    explorer = render_explorer(rows, folder, suite.record_dirs, f'Suite {suite.name}', generated)
+    paths = ([md, csv_path, summary, explorer] + [folder / name for name in drawn(figures)]
              + ([curves] if has_curves is True else []))
     if use_wandb:
         log_suite_to_wandb(suite.name, csv_text, curves if has_curves is True else None, folder)

@@ -4,15 +4,17 @@ differences, all seeds equal, one seed, NA evaluations, a method without its bas
 of several methods, a hundred rows) writes its tables, CSV and figures, and every interval it
 prints holds its mean; a figure that cannot be drawn leaves a note, never a stopped page."""
 import csv
+import json
 import re
 
 import pytest
 
 from benchmark.reports import aggregate_board, interval_plot
+from benchmark.reports.explorer import EXPLORER
 from benchmark.reports.figures import NotDrawn, drawn, figure_lines
 from benchmark.reports.records import write_record
 from benchmark.reports.render import render_leaderboard
-from record_sets import STEP, record, record_sets
+from tests.reports.record_sets import STEP, record, record_sets
 from tools import leaderboard
 
 pytestmark = pytest.mark.usefixtures('quick_provenance')
@@ -66,6 +68,12 @@ def test_every_record_set_gives_its_tables_csv_and_figures(tmp_path, run_main, s
     assert float(constant['paired_ci_low']) == pytest.approx(STEP)
     assert float(constant['pooled_sd']) == 0.0 and constant['mde'] == ''
     assert 'Friedman test over 6 seeds' in page  # four methods tied on every seed
+    explorer = (tmp_path / EXPLORER).read_text()
+    assert len(explorer.encode()) < 1_000_000  # a hundred rows and more: under 1 MB
+    data = json.loads(re.search(r'id="data">(.*?)</script>', explorer, re.S).group(1))
+    assert [dict(zip(data['columns'], line['csv'])) for line in data['rows']] == rows
+    assert set(data['sections']) <= {f'ResNet-18 · {e} pretraining epochs · digits'
+                                     for e in range(1, len(sets) + 1)}
 
 
 def test_a_figure_that_cannot_be_drawn_leaves_a_note(tmp_path, monkeypatch, capsys):
@@ -80,7 +88,7 @@ def test_a_figure_that_cannot_be_drawn_leaves_a_note(tmp_path, monkeypatch, caps
     monkeypatch.setattr(interval_plot, 'plot_intervals', fails)
     monkeypatch.setattr(aggregate_board, 'plot_profile', fails)
     paths = render_leaderboard(tmp_path, None)
-    assert [p.name for p in paths] == ['leaderboard.md', 'leaderboard.csv']
+    assert [p.name for p in paths] == ['leaderboard.md', 'leaderboard.csv', 'index.html']
     page = paths[0].read_text()
     title = 'ResNet-18 · 30 pretraining epochs · digits'
     assert (f'_the interval plot of {title} was not drawn (ValueError: cannot draw this)._'

@@ -24,7 +24,7 @@ def test_two_records_give_one_row_in_both_files(tmp_path, capsys):
     (results / 'runs' / 'broken.json').write_text('{')  # reported, not fatal
     paths = render_leaderboard(results, None)
     assert paths == [results / 'leaderboard.md', results / 'leaderboard.csv',
-                     results / 'intervals.png']
+                     results / 'index.html', results / 'intervals.png']
     assert '![intervals: ResNet-18 · 100 pretraining epochs · tiny-imagenet](intervals.png)' \
         in paths[0].read_text()
     out = capsys.readouterr()

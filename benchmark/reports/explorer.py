@@ -1,0 +1,166 @@
+"""The explorer: ``index.html`` beside ``leaderboard.md``, one self-contained page (its data
+embedded as JSON, its script and styles inline, nothing fetched, opens from file://) made from
+the same rows the CSV is made from.
+
+The page (``explorer_assets/``: the HTML frame, the script, the styles) shows a table of the rows
+with filters and sortable columns; per row its seeds as points on its interval and, where it
+has a baseline, the paired Δ with its interval, the test, the verdict and the family; a row
+opens its detail (per-seed values and paired differences, overrides and protocol settings, time
+per epoch and peak memory, commit and versions, relative links to each run's record, report,
+curves and t-SNE figure). Per section it draws the aggregates across tasks, the performance
+profile and the rows' accuracy against their time per epoch or peak memory.
+
+`explorer_data` is what the page embeds: ``rows`` holds each row's CSV line exactly as
+``leaderboard.csv`` holds it (strings, as read back, in the order of ``columns``), beside what
+the detail shows; provenance that many seeds share (package versions, the CPU) is in ``shared``,
+named by its index.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os.path as osp
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from benchmark.atomic_io import atomic_write_text
+from benchmark.layout import REPORT, run_folder
+from benchmark.names import METRIC_FORMATS, method_label
+from benchmark.reports import aggregate
+from benchmark.reports.aggregate_board import method_lines, section_tasks, task_label
+from benchmark.reports.comparisons import SECTION, SUITE, main_metric
+from benchmark.reports.leaderboard import section_title
+from benchmark.reports.stats import MIN_SEEDS
+from benchmark.reports.tables import render_csv, sections
+
+ASSETS = Path(__file__).with_name('explorer_assets')
+EXPLORER = 'index.html'
+PROFILE_POINTS = 61
+Row = Dict[str, Any]
+
+
+def _relative(path: Path, folder: Path) -> str:
+    return Path(osp.relpath(path.resolve(), folder.resolve())).as_posix()
+
+
+def run_links(run: Dict[str, Any], record_dirs: Sequence[str], folder: Path) -> Dict[str, str]:
+    """Links, relative to `folder`, to the files of one run that exist: its record, report,
+    curves and t-SNE figure (found under the record's folder, as the run report finds it)."""
+    if not run['id']:
+        return {}
+    for results in record_dirs:
+        record = Path(results) / 'runs' / f"{run['id']}.json"
+        if record.is_file():
+            break
+    else:
+        return {}
+    own = run_folder(str(results), run['id'])
+    links = {'record': record, 'report': own / REPORT, 'curves': own / 'curves.png'}
+    if run['figure']:
+        links['t-SNE'] = next((p for p in (Path(run['figure']), own / osp.basename(run['figure']))
+                               if p.is_file()), own / osp.basename(run['figure']))
+    return {name: _relative(path, folder) for name, path in links.items() if path.is_file()}
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _detail(row: Row, record_dirs: Sequence[str], folder: Path) -> Dict[str, Any]:
+    paired = (row.get('compare') or {}).get('paired') or {}
+    diffs = dict(zip(paired.get('seeds') or [], paired.get('diffs') or []))
+    seeds = []
+    for run in sorted(row.get('runs') or [], key=lambda r: r['seed']):
+        value = run['value']
+        seeds.append(dict(seed=run['seed'], value=_number(value),
+                          na='' if _number(value) is not None else str(value or 'not recorded'),
+                          diff=diffs.get(run['seed']), status=run['status'],
+                          time_s_per_epoch=run['time_s_per_epoch'],
+                          peak_memory_gb=run['peak_memory_gb'], commit=run['commit'] or '',
+                          dirty=run['dirty'], versions=run['versions'],
+                          cpu=(run['host'] or {}).get('cpu') or (run['host'] or {}).get('device')
+                          or '', links=run_links(run, record_dirs, folder)))
+    metric, higher = main_metric(row['protocol'])
+    return dict(section=section_title(*(row[k] for k in SECTION)), metric=metric, higher=higher,
+                digits=int(METRIC_FORMATS.get(metric, '.2f')[1:-1]), seeds=seeds,
+                overrides=row['overrides'], left_out=(row.get('compare') or {}).get('left_out')
+                or [], paper=row['source'] != SUITE)
+
+
+def _section(group: List[Row]) -> Optional[Dict[str, Any]]:
+    """One section's aggregates across tasks and its performance profile (None without a
+    method compared over tasks)."""
+    min_seeds = next((r.get('min_seeds') for r in group if r.get('min_seeds')), MIN_SEEDS)
+    by_method = section_tasks(group)
+    lines = method_lines(by_method, min_seeds)
+    if not lines:
+        return None
+    values = [v for tasks in by_method.values() for t in tasks.values() for v in t.values()]
+    low, high = min(values), max(values)
+    pad = max(0.5, 0.05 * (high - low))
+    taus = np.linspace(low - pad, high + pad, PROFILE_POINTS)
+    profile = []
+    for method, tasks in sorted(by_method.items()):
+        series = list(tasks.values())
+        band = (aggregate.profile_band(series, taus)
+                if min(len(s) for s in series) >= min_seeds else None)
+        profile.append(dict(method=method_label(method),
+                            share=[round(float(v), 4) for v in aggregate.profile(series, taus)],
+                            band=[[round(float(v), 4) for v in b] for b in band] if band is not None
+                            else None))
+    pair = lambda ci: [float(ci[0]), float(ci[1])] if ci is not None else None  # noqa: E731
+    return dict(min_seeds=min_seeds, taus=[round(float(t), 4) for t in taus], profile=profile,
+                lines=[dict(method=method_label(line['method']),
+                            baseline=method_label(line['baseline']),
+                            tasks=[task_label(t) for t in line['tasks']], seeds=line['seeds'],
+                            iqm=line['iqm'], iqm_ci=pair(line['iqm_ci']), mean=line['mean'],
+                            mean_ci=pair(line['mean_ci']), improve=line['improve'],
+                            improve_ci=pair(line['improve_ci'])) for line in lines])
+
+
+def explorer_data(rows: List[Row], record_dirs: Sequence[str], folder: Path, title: str,
+                  generated: str) -> Dict[str, Any]:
+    """What the page embeds: its title, when it was generated, the CSV's columns, each row's
+    CSV line (as the CSV holds it) with its detail, and each section's aggregates."""
+    text = render_csv(rows)
+    reader = csv.DictReader(io.StringIO(text))
+    flat = list(reader)
+    out_sections = {}
+    for (backbone, epochs, data), group in sections(rows).items():
+        section = _section(group)
+        if section:
+            out_sections[section_title(backbone, epochs, data)] = section
+    columns = reader.fieldnames or []
+    out_rows, shared = [], {}
+    for row, line in zip(rows, flat):
+        detail = _detail(row, record_dirs, folder)
+        for seed in detail['seeds']:  # the same few provenance entries, said once
+            for key in ('versions', 'cpu'):
+                text = json.dumps(seed[key], sort_keys=True)
+                seed[key] = shared.setdefault(text, len(shared))
+        out_rows.append(dict(csv=[line[c] for c in columns], **detail))
+    return dict(title=title, generated=generated, columns=columns, rows=out_rows,
+                shared=[json.loads(text) for text in shared], sections=out_sections)
+
+
+def render_explorer(rows: List[Row], folder: Path, record_dirs: Sequence[str], title: str,
+                    generated: str) -> Path:
+    """Write ``index.html`` into `folder` (the rows' records are read from `record_dirs`, for
+    the links) and return its path."""
+    data = explorer_data(rows, record_dirs, folder, title, generated)
+    payload = json.dumps(data, ensure_ascii=False, separators=(',', ':'), allow_nan=False)
+    payload = payload.replace('</', '<\\/')  # never ends the script element early
+    frame = (ASSETS / 'explorer.html').read_text(encoding='utf-8')
+    page = (frame.replace('/*STYLE*/', (ASSETS / 'explorer.css').read_text(encoding='utf-8'))
+            .replace('/*SCRIPT*/', (ASSETS / 'explorer.js').read_text(encoding='utf-8'))
+            .replace('{{TITLE}}', _escape(title)).replace('/*DATA*/', payload))
+    path = folder / EXPLORER
+    atomic_write_text(str(path), page)
+    return path
+
+
+def _escape(text: str) -> str:
+    return text.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
