@@ -5,7 +5,9 @@ checked first, torchrun's own lines in a log, and the job's end as one line and 
 root, its layout, every image file: `benchmark.engine.launch.check_data`), run once before any
 training process starts, with train.py's line and exit code 2. Its scan of the image files is
 cached in the data root (`benchmark.data.scan`), so each training process then only reads the
-cache and stats its files.
+cache and stats its files. A data root where no cache can be kept (read-only, without one) gets
+its layout checked here and its files decoded by each training process, as one process does,
+not once more here (a bad file then ends the job with its line and exit 2 all the same).
 
 `TorchrunJob` runs torchrun with its own output (its banner, its warnings, its report of the
 processes that failed) appended to ``<work dir>/torchrun.log`` (``torchrun.node<k>.log`` on
@@ -29,8 +31,11 @@ import time
 import traceback
 from typing import List, Optional, Tuple
 
+from mmengine.registry import DATASETS
+
 from benchmark.cli import fail, one_line
 from benchmark.engine.launch import check_data, load_config
+from benchmark.layout import SCAN_CACHE
 
 LOG_NAME = 'torchrun.log'
 # Why a process may die of a signal, in the words of its line.
@@ -58,8 +63,13 @@ def check_launch_data(args) -> Tuple[int, str]:
         The error itself with ``--debug``.
     """
     cfg = load_config(args.config, args.cfg_options, args.work_dir, 'pytorch')
+    dataset = cfg.train_dataloader.dataset
+    root = dataset.get('data_root', '')
     try:
-        check_data(cfg)
+        if osp.isfile(osp.join(root, SCAN_CACHE)) or os.access(root or '.', os.W_OK):
+            check_data(cfg)
+        else:  # read-only: a scan here would be one more, uncached
+            DATASETS.get(dataset.type).check_root(root, dataset.get('split', 'train'))
     except (ValueError, OSError, TypeError, KeyError) as err:
         if args.debug:
             raise

@@ -4,17 +4,35 @@ one code: a process's told line and code, or a line naming the process that ende
 one. The real launches: tests/e2e/test_dist_train_errors.py."""
 import argparse
 import sys
+from pathlib import Path
 
 import pytest
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from benchmark.data.fakes import make_fake_tiny_imagenet, truncate_image_file
+from benchmark.engine import torchrun_job
 from benchmark.engine.torchrun_job import (TorchrunJob, check_launch_data, job_log,
                                            without_a_line)
 from tests.conftest import ROOT
 
 CONFIG = str(ROOT / 'configs' / 'mixco_r18_tiny.py')
+
+
+def test_a_read_only_data_root_without_a_cache_is_left_to_the_training_processes(
+        tmp_path, capsys, monkeypatch):
+    """No cache can be kept there: the layout is checked, the files are decoded by each
+    training process (as one process does), not once more before them."""
+    data = Path(make_fake_tiny_imagenet(tmp_path, num_classes=2, train_per_class=2,
+                                        val_per_class=1, size=8))
+    (data / 'train' / 'n00000001' / 'images' / 'n00000001_0.JPEG').write_text('<html>')
+    monkeypatch.setattr(torchrun_job.os, 'access', lambda path, mode: False)
+    args = _args(tmp_path, f'train_dataloader.dataset.data_root={data}')
+    assert check_launch_data(args)[0] == 0 and capsys.readouterr().err == ''
+    assert not (data / '.image_scan.json').exists()
+    args = _args(tmp_path, f"train_dataloader.dataset.data_root={data / 'train'}")
+    assert check_launch_data(args)[0] == 2  # the layout still is
+    assert 'is malformed: missing wnids.txt' in capsys.readouterr().err
 
 
 def _failure(local_rank: int, exitcode: int, when: int) -> ProcessFailure:
