@@ -205,11 +205,19 @@ function render() {
   document.getElementById('count').textContent = `${rows.length} of ${ROWS.length} rows`;
 }
 
-function toggle(index) {
-  if (state.open.has(index)) state.open.delete(index); else state.open.add(index);
-  render();
-  const button = document.querySelector(`tr[data-index="${index}"] button.open`);
-  if (button) button.focus();
+function toggle(index) {  // the row's detail inserted or removed; the rest of the table stays
+  const tr = document.querySelector(`#body tr[data-index="${index}"]`);
+  const button = tr.querySelector('button.open');
+  if (state.open.has(index)) {
+    state.open.delete(index);
+    document.getElementById(`detail-${index}`).remove();
+  } else {
+    state.open.add(index);
+    tr.after(el('tr', {class: 'detail', id: `detail-${index}`}, el('td', {colspan: COLUMNS.length + 1}, detail(ROWS[index]))));
+  }
+  button.setAttribute('aria-expanded', String(state.open.has(index)));
+  button.textContent = state.open.has(index) ? '−' : '+';
+  button.focus();
 }
 
 // -- a row's detail --------------------------------------------------------------------------
