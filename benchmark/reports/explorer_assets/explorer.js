@@ -296,6 +296,9 @@ function computeFigure(title, rows, which) {
     const colour = COLOURS[protocols.indexOf(r.csv.protocol_label) % COLOURS.length];
     svg.append(el('svg:circle', {cx: x(num(r.csv[key])), cy: y(mean(r)), r: 4, fill: colour, opacity: 0.8},
                   el('svg:title', {text: `${r.csv.method_label}, ${r.csv.protocol_label} on ${r.csv.eval_data}: ${fixed(mean(r), r.digits)} at ${r.csv[key]}`})));
+    if (points.length <= 12) {  // few points: each named beside it
+      svg.append(el('svg:text', {x: x(num(r.csv[key])) + 6, y: y(mean(r)) + 3, 'font-size': 9, fill: '#333', text: r.csv.method_label}));
+    }
   }
   return el('figure', {class: 'figure'}, svg, el('figcaption', {class: 'legend'}, protocols.map((p, i) => el('span', {style: `color:${COLOURS[i % COLOURS.length]}`, text: `● ${p}`}))));
 }
