@@ -103,9 +103,9 @@ const W = 120, H = 18;
 function strip(label, x, bar, points, centre, colour, zero) {
   const svg = el('svg:svg', {class: 'strip', width: W, height: H, viewBox: `0 0 ${W} ${H}`,
                              role: 'img', 'aria-label': label});
-  if (zero !== undefined) svg.append(el('svg:line', {x1: x(zero), x2: x(zero), y1: 1, y2: H - 1, stroke: '#999', 'stroke-dasharray': '2 2'}));
+  if (zero !== undefined) svg.append(el('svg:line', {x1: x(zero), x2: x(zero), y1: 1, y2: H - 1, stroke: 'rgb(153,153,153)', 'stroke-dasharray': '2 2'}));
   if (bar) svg.append(el('svg:line', {x1: x(bar[0]), x2: x(bar[1]), y1: H / 2, y2: H / 2, stroke: colour, 'stroke-width': 3, 'stroke-linecap': 'round', opacity: 0.55}));
-  for (const p of points) svg.append(el('svg:circle', {cx: x(p), cy: H / 2, r: 2.6, fill: 'none', stroke: '#333'}));
+  for (const p of points) svg.append(el('svg:circle', {cx: x(p), cy: H / 2, r: 2.6, fill: 'none', stroke: 'rgb(51,51,51)'}));
   if (centre !== null) svg.append(el('svg:rect', {x: x(centre) - 1, y: 2, width: 2, height: H - 4, fill: colour}));
   return svg;
 }
@@ -256,7 +256,7 @@ function detail(row) {
 // -- sections: aggregates across tasks, the performance profile, accuracy against compute -----
 function axes(svg, x, y, xs, ys, xlabel, ylabel, box) {
   const [left, top, right, bottom] = box;
-  svg.append(el('svg:line', {x1: left, x2: right, y1: bottom, y2: bottom, stroke: '#333'}), el('svg:line', {x1: left, x2: left, y1: top, y2: bottom, stroke: '#333'}));
+  svg.append(el('svg:line', {x1: left, x2: right, y1: bottom, y2: bottom, stroke: 'rgb(51,51,51)'}), el('svg:line', {x1: left, x2: left, y1: top, y2: bottom, stroke: 'rgb(51,51,51)'}));
   for (const t of xs) svg.append(el('svg:text', {x: x(t), y: bottom + 14, 'text-anchor': 'middle', 'font-size': 10, text: Number(t.toPrecision(4))}));
   for (const t of ys) svg.append(el('svg:text', {x: left - 4, y: y(t) + 3, 'text-anchor': 'end', 'font-size': 10, text: Number(t.toPrecision(3))}));
   svg.append(el('svg:text', {x: (left + right) / 2, y: bottom + 28, 'text-anchor': 'middle', 'font-size': 11, text: xlabel}));
@@ -297,7 +297,7 @@ function computeFigure(title, rows, which) {
     svg.append(el('svg:circle', {cx: x(num(r.csv[key])), cy: y(mean(r)), r: 4, fill: colour, opacity: 0.8},
                   el('svg:title', {text: `${r.csv.method_label}, ${r.csv.protocol_label} on ${r.csv.eval_data}: ${fixed(mean(r), r.digits)} at ${r.csv[key]}`})));
     if (points.length <= 12) {  // few points: each named beside it
-      svg.append(el('svg:text', {x: x(num(r.csv[key])) + 6, y: y(mean(r)) + 3, 'font-size': 9, fill: '#333', text: r.csv.method_label}));
+      svg.append(el('svg:text', {x: x(num(r.csv[key])) + 6, y: y(mean(r)) + 3, 'font-size': 9, fill: 'rgb(51,51,51)', text: r.csv.method_label}));
     }
   }
   return el('figure', {class: 'figure'}, svg, el('figcaption', {class: 'legend'}, protocols.map((p, i) => el('span', {style: `color:${COLOURS[i % COLOURS.length]}`, text: `● ${p}`}))));
