@@ -65,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
     p.add_argument('--views', choices=['pil', 'gpu', 'gpuc'], default=d.views,
                    help='pipeline views: PIL in the workers, or the GPU views override')
+    p.add_argument('--profile', action='store_true', default=None,
+                   help='pipeline: profile one iteration per configuration and method '
+                        '(torch.profiler; its tables printed and kept in the JSON)')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
     p.add_argument('--only', nargs='+', choices=PARTS, help='the parts to run (e.g. views)')
     p.add_argument('--out-dir', type=output_dir,
@@ -101,10 +104,10 @@ def settings(args: argparse.Namespace) -> Settings:
         raise ValueError(f'need positive sizes and counts, warmups >= 0 and an even batch '
                          f'(MixCo pairs its halves); got {" ".join(bad) or f"--batch={s.batch}"}')
     per_epoch = (s.images or 0) // s.batch
-    if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2) + 1:
+    if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2) + 1 + s.profile:
         raise ValueError(f'--images={s.images} gives {per_epoch} batches of {s.batch}; the '
                          f'pipeline needs --pipeline-warmup {s.pipeline_warmup} + '
-                         f'{s.pipeline_iters or 2} timed + 1 counted: raise --images')
+                         f'{s.pipeline_iters or 2} timed + 1 counted{" + 1 profiled" * s.profile}: raise --images')
     return s
 
 

@@ -149,6 +149,9 @@ def bench_grid(s: Settings, device: torch.device, data_root: str, tmp: str,
         grid[name] = g = bench_pipeline(c, device, data_root, tmp, flops,
                                         peak_tflops(device_name(device), c.precision), f'{name}_')
         done()
+        for method, run in g['methods'].items():
+            for key, table in run.get('breakdown', {}).get('profile', {}).items():
+                log(f'  {name} {method}: one iteration by {key}\n{table}')
         m, b = g['methods']['mixco'], g['methods']['mocov2']  # as it goes: a log cut short keeps it
         log(f'  {name}: MixCo {m["median_images_per_s"]:.0f} images/s (data wait '
             f'{m["median_data_wait_fraction"]:.1%}), MoCo-v2 {b["median_images_per_s"]:.0f}, '

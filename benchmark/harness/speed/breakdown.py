@@ -139,3 +139,30 @@ class Counted:
         self.count.__exit__(None, None, None)
         return dict(aten_ops=self.count.ops, host_reads=sum(self.count.host_reads.values()),
                     host_read_ops=dict(self.count.host_reads))
+
+
+PROFILE_ROWS = 25
+
+
+class Profiled:
+    """Run one iteration under torch.profiler: host and, on CUDA, device time per operation."""
+
+    def __init__(self) -> None:
+        self._profiler = None
+
+    def start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+        cuda = torch.cuda.is_available()
+        self._profiler = profile(activities=[ProfilerActivity.CPU] +
+                                 [ProfilerActivity.CUDA] * cuda)
+        self._profiler.__enter__()
+
+    def stop(self) -> Dict[str, str]:
+        """Its tables (text), by self host time and, on CUDA, by self device time."""
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.synchronize()
+        self._profiler.__exit__(None, None, None)
+        averages = self._profiler.key_averages()
+        keys = ('self_cpu_time_total',) + ('self_device_time_total',) * cuda
+        return {key: averages.table(sort_by=key, row_limit=PROFILE_ROWS) for key in keys}

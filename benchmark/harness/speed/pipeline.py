@@ -18,7 +18,8 @@ from mmengine.hooks import Hook
 from benchmark import dist
 from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.channels_last import use_channels_last_wrapper
-from benchmark.harness.speed.breakdown import Clock, Counted, Marks, SyncCount, summarise
+from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
+                                               summarise)
 from benchmark.harness.speed.floor import achieved
 from benchmark.harness.speed.step import PRECISIONS, model_cfg, step_inputs, train_step
 from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio,
@@ -82,17 +83,21 @@ class ThroughputHook(Hook):
         iterations: Timed ones after them.
         device: Where the model runs.
         marks: The run's `Marks` hook (registered beside this one).
+        profile: Profile one more iteration after the counted one (torch.profiler tables in
+            `breakdown`).
     """
 
     priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
 
     def __init__(self, warmup: int, iterations: int, device: torch.device,
-                 marks: Marks) -> None:
+                 marks: Marks, profile: bool = False) -> None:
         self.warmup, self.iterations, self.device, self.marks = warmup, iterations, device, marks
         self.done = 0
         self.waits: List[float] = []  # IterTimerHook's data_time of the timed iterations
         self.window = (0.0, 0.0)
         self.syncs, self.counted = SyncCount(device), Counted()
+        self.profiled = Profiled() if profile else None
+        self.profile: Optional[dict] = None
         self.counts: Optional[dict] = None
         self.last_batch = None
         self.epoch_peak_bytes: Optional[int] = None
@@ -104,6 +109,8 @@ class ThroughputHook(Hook):
     def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
         if self.done == self.warmup + self.iterations:  # the counted one, from its batch on
             self.counted.start()
+        elif self.profiled and self.done == self.warmup + self.iterations + 1:
+            self.profiled.start()  # then the profiled one
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         self.marks.end('end')
@@ -125,6 +132,10 @@ class ThroughputHook(Hook):
                     self.epoch_peak_bytes = torch.cuda.max_memory_allocated(self.device)
         elif timed == self.iterations + 1:
             self.counts = self.counted.stop()
+            if not self.profiled:
+                raise MeasuredEnough
+        elif timed == self.iterations + 2:
+            self.profile = self.profiled.stop()
             raise MeasuredEnough
 
     def seconds(self) -> float:
@@ -146,7 +157,8 @@ class ThroughputHook(Hook):
         first = self.warmup
         out = summarise(self.marks, first, first + self.iterations,
                         1e3 * self.seconds() / self.iterations, [1e3 * w for w in self.waits])
-        return dict(ms=out, host_syncs=self.syncs.count, counted_iteration=self.counts)
+        return dict(ms=out, host_syncs=self.syncs.count, counted_iteration=self.counts,
+                    **({'profile': self.profile} if self.profile else {}))
 
 
 def bare_steps(runner, batch, s: Settings, device: torch.device, steps: int) -> dict:
@@ -203,11 +215,12 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     """End-to-end images/s, data-wait share and memory of a fresh Runner, then bare steps."""
     from mmengine.runner import Runner
     runner = Runner.from_cfg(pipeline_cfg(method, s, data_root, work_dir, name))
-    timed = len(runner.train_dataloader) - s.pipeline_warmup - 1  # the last one is counted
+    # after the timed ones: one counted, one profiled (with s.profile)
+    timed = len(runner.train_dataloader) - s.pipeline_warmup - 1 - s.profile
     if s.pipeline_iters is not None:
         timed = min(timed, s.pipeline_iters)
     marks = Marks(Clock(device))
-    hook = ThroughputHook(s.pipeline_warmup, timed, device, marks)
+    hook = ThroughputHook(s.pipeline_warmup, timed, device, marks, s.profile)
     runner.register_hook(marks)
     runner.register_hook(hook)
     try:
@@ -274,7 +287,8 @@ def median_breakdown(rounds: List[dict]) -> dict:
 
 def images_needed(s: Settings) -> int:
     """Training images the pipeline and feature parts need (s.images when given)."""
-    per_epoch = s.batch * (s.pipeline_warmup + (s.pipeline_iters or 2) + 1)  # + the counted one
+    # + the counted iteration and the profiled one
+    per_epoch = s.batch * (s.pipeline_warmup + (s.pipeline_iters or 2) + 1 + s.profile)
     return s.images or max(per_epoch, s.feature_images)
 
 
