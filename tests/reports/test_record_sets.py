@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from benchmark.cli import run_tool
 from benchmark.reports import aggregate_board, interval_plot
 from benchmark.reports.explorer import EXPLORER
 from benchmark.reports.figures import NotDrawn, drawn, figure_lines
@@ -24,16 +25,13 @@ def number(text):
     return float(text) if text not in ('', 'NA') else None
 
 
-@pytest.fixture(scope='module')
-def sets():
-    return record_sets()
-
-
-def test_every_record_set_gives_its_tables_csv_and_figures(tmp_path, run_main, sets):
+def test_every_record_set_gives_its_tables_csv_and_figures(tmp_path, capsys):
+    sets = record_sets()  # after quick_provenance: no git process per record
     for records in sets.values():
         for one in records:
             write_record(one, str(tmp_path))
-    code, out, err, _ = run_main(leaderboard, '--results-dir', tmp_path, '--paper', 'none')
+    code = run_tool(leaderboard.main, ['--results-dir', str(tmp_path), '--paper', 'none'])
+    err = capsys.readouterr().err
     assert code == 0, err
     page = (tmp_path / 'leaderboard.md').read_text()
     rows = list(csv.DictReader((tmp_path / 'leaderboard.csv').open(newline='')))
