@@ -67,7 +67,7 @@ demo: $(STAMP)
 	else $(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS); fi
 	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS) --parallel 2 --publish README.md
 	@echo
-	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); monitor curves: $(DEMO_RESULTS)/curves.png"
+	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); explorer: $(DEMO_RESULTS)/index.html; monitor curves: $(DEMO_RESULTS)/curves.png"
 	@echo "README.md's demo block and docs/figures/demo_digits_intervals_*.png: regenerated from these records"
 	@echo "records, per-run reports and t-SNE figures: $(DEMO_RESULTS)/runs/"
 	@echo "checkpoints and training logs: work_dirs/suites/demo_digits/<run>/"

@@ -1,7 +1,7 @@
-"""Render the leaderboard (Markdown + CSV) from the result records and the paper's numbers.
+"""Render the leaderboard (Markdown, CSV, explorer page) from the records and the paper's numbers.
 
 Examples:
-    python tools/leaderboard.py                      # results/runs -> results/leaderboard.*
+    python tools/leaderboard.py                      # results/runs -> results/leaderboard.*, index.html
     python tools/leaderboard.py --results-dir my_runs # another results folder, same paper rows
 
 The tables are generated, never edited: change or add records and rerun. Errors are one line

@@ -31,7 +31,7 @@ from benchmark.layout import REPORT, run_folder
 from benchmark.names import METRIC_FORMATS, method_label
 from benchmark.reports import aggregate
 from benchmark.reports.aggregate_board import method_lines, section_tasks, task_label
-from benchmark.reports.comparisons import SECTION, SUITE, main_metric
+from benchmark.reports.comparisons import SECTION, main_metric
 from benchmark.reports.leaderboard import section_title
 from benchmark.reports.stats import MIN_SEEDS
 from benchmark.reports.tables import render_csv, sections
@@ -86,8 +86,8 @@ def _detail(row: Row, record_dirs: Sequence[str], folder: Path) -> Dict[str, Any
     metric, higher = main_metric(row['protocol'])
     return dict(section=section_title(*(row[k] for k in SECTION)), metric=metric, higher=higher,
                 digits=int(METRIC_FORMATS.get(metric, '.2f')[1:-1]), seeds=seeds,
-                overrides=row['overrides'], left_out=(row.get('compare') or {}).get('left_out')
-                or [], paper=row['source'] != SUITE)
+                overrides=row['overrides'],
+                left_out=(row.get('compare') or {}).get('left_out') or [])
 
 
 def _section(group: List[Row]) -> Optional[Dict[str, Any]]:
