@@ -3,8 +3,7 @@
 Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
 Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2
-Where a demo run's time goes:       python tools/benchmark_speed.py --only demo \
-                                        --out X.json --table X.md  (about 6 minutes)
+Where a demo run's time goes:       python tools/benchmark_speed.py --only demo  (about 6 min)
 The loop's own cost per iteration:  python tools/benchmark_speed.py --only loop
 Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
 and medians reported, so the ratios hold even while the machine's speed drifts.
@@ -65,9 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
     p.add_argument('--views', choices=['pil', 'gpu', 'gpuc'], default=d.views,
                    help='pipeline views: PIL in the workers, or the GPU views override')
-    p.add_argument('--profile', action='store_true', default=None,
-                   help='pipeline: profile one iteration per configuration and method '
-                        '(torch.profiler; its tables printed and kept in the JSON)')
+    p.add_argument('--profile', action='store_true', default=None, help='pipeline: one iteration profiled')
     p.add_argument('--skip', nargs='+', default=[], choices=PARTS, help='parts to leave out')
     p.add_argument('--only', nargs='+', choices=PARTS, help='the parts to run (e.g. views)')
     p.add_argument('--out-dir', type=output_dir,
@@ -98,8 +95,8 @@ def settings(args: argparse.Namespace) -> Settings:
               'demo_epochs', 'demo_rounds')
     bad = [f'--{n.replace("_", "-")}={getattr(s, n)}' for n in counts
            if getattr(s, n) is not None and getattr(s, n) < 1]
-    bad += [f'--warmup={s.warmup}'] * (s.warmup < 0)
-    bad += [f'--pipeline-warmup={s.pipeline_warmup}'] * (s.pipeline_warmup < 0)
+    bad += [f'--{n.replace("_", "-")}={getattr(s, n)}' for n in ('warmup', 'pipeline_warmup')
+            if getattr(s, n) < 0]
     if bad or s.batch % 2:
         raise ValueError(f'need positive sizes and counts, warmups >= 0 and an even batch '
                          f'(MixCo pairs its halves); got {" ".join(bad) or f"--batch={s.batch}"}')
@@ -107,7 +104,7 @@ def settings(args: argparse.Namespace) -> Settings:
     if s.images and per_epoch < s.pipeline_warmup + (s.pipeline_iters or 2) + 1 + s.profile:
         raise ValueError(f'--images={s.images} gives {per_epoch} batches of {s.batch}; the '
                          f'pipeline needs --pipeline-warmup {s.pipeline_warmup} + '
-                         f'{s.pipeline_iters or 2} timed + 1 counted{" + 1 profiled" * s.profile}: raise --images')
+                         f'{s.pipeline_iters or 2} timed + {1 + s.profile} more: raise --images')
     return s
 
 
