@@ -242,8 +242,10 @@ function detail(row) {
   return el('div', {class: 'detail-grid'}, el('div', {}, seeds),
     pairs([['section', row.section], ['row', c.method_label], ['method', c.method], ['overrides', overrides || 'none (as shipped)'],
            ['protocol', c.protocol_label], ['protocol settings', c.protocol_settings || 'not recorded'], ['status', c.status],
-           ['mean ± std', c[c.main_metric + '_mean'] === '' ? '' : `${fixed(mean(row), row.digits)} ± ${fixed(num(c[c.main_metric + '_std']), row.digits)} (n=${c[c.main_metric + '_n']})`],
-           ['interval', c.ci_low !== '' ? `[${fixed(num(c.ci_low), row.digits)}, ${fixed(num(c.ci_high), row.digits)}] (${(100 * num(c.ci_level)).toPrecision(3)}%)` : c.range_low !== '' ? `range [${fixed(num(c.range_low), row.digits)}, ${fixed(num(c.range_high), row.digits)}]` : ''],
+           ['mean ± std', mean(row) === null ? '' : fixed(mean(row), row.digits)
+             + (num(c[c.main_metric + '_std']) === null ? '' : ` ± ${fixed(num(c[c.main_metric + '_std']), row.digits)}`) + ` (n=${c[c.main_metric + '_n']})`],
+           ['interval', c.ci_low !== '' ? `[${fixed(num(c.ci_low), row.digits)}, ${fixed(num(c.ci_high), row.digits)}] (${(100 * num(c.ci_level)).toPrecision(3)}%)`
+             : c.range_low !== '' && num(c[c.main_metric + '_n']) > 1 ? `range [${fixed(num(c.range_low), row.digits)}, ${fixed(num(c.range_high), row.digits)}]` : ''],
            ['time per epoch', c.time_s_per_epoch === '' ? '' : `${fixed(num(c.time_s_per_epoch), 1)} s`], ['peak memory', c.peak_memory_gb === '' ? '' : `${fixed(num(c.peak_memory_gb), 2)} GB`],
            ['total batch', c.total_batch], ['setting', c.setting_sha256 ? c.setting_sha256.slice(0, 12) : ''], ['host', hosts], ['versions', versions], ['note', c.note]]),
     pairs([['baseline', c.delta_baseline], ['paired Δ', c.paired_delta_mean === '' ? '' : `${signed(num(c.paired_delta_mean), row.digits)} over ${c.paired_delta_n} seed(s)`],
