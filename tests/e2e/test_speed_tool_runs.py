@@ -1,5 +1,5 @@
-"""tools/benchmark_speed.py end to end at the tiniest sizes: every part, the --paper grid, the
-bf16 + channels_last switches (in-process, through the tool's main, each method's encoder a
+"""tools/benchmark_speed.py end to end at the tiniest sizes: every part, the --paper grid with
+bf16 + channels_last bare steps (in-process, through the tool's main, each method's encoder a
 one-convolution stand-in for the ResNet: these check the tool's plumbing and its outputs, not
 the ResNet's speed), and a real process killed midway leaving the parts it measured."""
 import json
@@ -84,10 +84,12 @@ def eager_compile(monkeypatch):
 
 
 def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tiny_resnets):
+    """The --paper grid, its bare steps in bf16 + channels_last (the switches' own steps)."""
     code, out, err, _ = run_main(
         benchmark_speed, '--paper', '--images', '64', '--input-size', '32', '--batch', '8',
         '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
         '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
+        '--precision', 'bf16', '--channels-last',
         '--data-dir', tmp_path / 'data', '--out-dir', tmp_path)
     assert code == 0, err[-3000:]
     (path,) = tmp_path.glob('*.json')
@@ -97,6 +99,9 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tin
     assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
     settings = result['settings']
     assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
+    assert (settings['precision'], settings['channels_last']) == ('bf16', True)
+    assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
+    assert 'Bare steps (bf16, channels_last)' in out and '| pil-bf16-cl |' in out
     for config in result['pipeline'].values():
         for p in config['methods'].values():
             assert p['iterations'] == 4 and p['images_per_s'] and p['flops_per_image'] > 0  # timed
@@ -115,24 +120,6 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tin
     assert 'Paper setting, fastest configuration' in out
     assert 'gpu-bf16-cl-compile: MixCo ' in err  # each configuration logged as it ends
     assert 'paper_setting_images_per_s: ' in out
-
-
-def test_tiny_run_with_bf16_and_channels_last(tmp_path, run_main, tiny_backbones):
-    out = tmp_path / 'speed.json'
-    code, stdout, err, _ = run_main(
-        benchmark_speed, '--input-size', '16', '--batch', '4', '--repeats', '2', '--warmup', '1',
-        '--pipeline-rounds', '1', '--pipeline-iters', '2', '--pipeline-warmup', '1',
-        '--num-workers', '0', '--small-stem', '--views-native', '16', '--views-repeats', '1',
-        '--precision', 'bf16', '--channels-last', '--skip', 'features', 'knn', 'views',
-        '--out', out)
-    assert code == 0, err[-3000:]
-    result = json.loads(out.read_text())
-    assert (result['settings']['precision'], result['settings']['channels_last']) == ('bf16', True)
-    assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
-    assert list(result['pipeline']) == ['pil-bf16-cl']
-    assert all(p['median_images_per_s'] > 0
-               for p in result['pipeline']['pil-bf16-cl']['methods'].values())
-    assert 'Bare steps (bf16, channels_last)' in stdout and '| pil-bf16-cl |' in stdout
 
 
 def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_env):
