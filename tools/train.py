@@ -24,7 +24,7 @@ from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.config.views import resolve_train_views
 from benchmark.engine.late_errors import bad_input, late_exit
 from benchmark.engine.launch import (check_data, config_identity, config_setting,
-                                     load_config)
+                                     load_config, pin_batches)
 from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.preemption import PreemptionHook, tell_launcher
 from benchmark.engine.progress import ProgressHook
@@ -71,6 +71,7 @@ def build_runner(args: argparse.Namespace) -> tuple:
         cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
     resolve_train_views(cfg, torch.cuda.is_available())  # train_views='auto': on a GPU, there
+    pin_batches(cfg, torch.cuda.is_available())
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
     warning = configure_wandb(cfg)

@@ -17,10 +17,9 @@ an iteration is a fixed list of indices, so the generator is a function of (seed
 iteration, rank), and a resumed run draws the same views bit for bit. The parameters are
 drawn on the CPU and copied over, so CPU and GPU runs use the same ones.
 
-The views are computed in float32 with autocast off. NOTE: the crop's resize is a matrix
-product and the blur a convolution, so with TF32 enabled on an Ampere+ GPU
-(``torch.backends.cuda.matmul``, ``torch.backends.cudnn``) they run in TF32 (about 1e-3
-relative), still far below the 1/255 steps of the PIL path.
+The views are computed in float32 with autocast off. NOTE: the crop's resize and the blur are
+matrix products, so with TF32 matmuls enabled on an Ampere+ GPU (``torch.backends.cuda.matmul``)
+they run in TF32 (about 1e-3 relative), still far below the 1/255 steps of the PIL path.
 """
 from __future__ import annotations
 
@@ -63,14 +62,15 @@ def pack_params(params: ViewParams) -> Tensor:
                       p.sigma[:, None]], 1)
 
 
-def to_device(tensor: Tensor, device: torch.device) -> Tensor:
-    """``tensor`` on ``device`` by an asynchronous copy. To CUDA from pageable host memory a
-    copy waits for the stream to reach it (the device to finish the previous step), so the
-    tensor is pinned first unless the loader pinned it (``pin_memory=True``)."""
+def to_device(tensor: Tensor, device: torch.device, non_blocking: bool = True) -> Tensor:
+    """``tensor`` on ``device``, by an asynchronous copy unless ``non_blocking`` is False. To
+    CUDA from pageable host memory a copy waits for the stream to reach it (the device to finish
+    the previous step), so the tensor is pinned first unless the loader pinned it."""
     device = torch.device(device)
-    if device.type == 'cuda' and tensor.device.type == 'cpu' and not tensor.is_pinned():
+    if (non_blocking and device.type == 'cuda' and tensor.device.type == 'cpu'
+            and not tensor.is_pinned()):
         tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
+    return tensor.to(device, non_blocking=non_blocking)
 
 
 def draw_view(x: Tensor, p: Tensor, spec: ViewSpec) -> Tensor:
@@ -154,15 +154,13 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
             raise ValueError(f'model.data_preprocessor.compile must be True or False, '
                              f'got {compile!r}')
         self.spec = view_spec(view, input_size, normalize)
-        self.num_views, self.chunk_size, self.compile = num_views, chunk_size, compile
-        self._draw = None
+        self.num_views, self.chunk_size = num_views, chunk_size
+        # torch.compile compiles at the first call, for the batch's shapes
+        self._draw = torch.compile(draw_view, dynamic=False) if compile else draw_view
 
     def draw(self, x: Tensor, packed: Tensor) -> Tensor:
         """Views (N, 3, S, S) of float images ``x`` (N, 3, H, W) from packed parameters
         (N, 18), in chunks of ``chunk_size`` images."""
-        if self._draw is None:
-            self._draw = (torch.compile(draw_view, dynamic=False) if self.compile
-                          else draw_view)
         n, step = x.shape[0], self.chunk_size or x.shape[0]
         if step >= n:
             return self._draw(x, packed, self.spec)
@@ -184,12 +182,12 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         # Every view of every image in one draw, one transfer and one set of operations.
         packed = pack_params(draw_view_params(self.spec, self.num_views * b, height, width,
                                               generator))
-        x = to_device(images, self.device)
-        packed = to_device(packed, x.device)
+        x = to_device(images, self.device, self._non_blocking)
+        packed = to_device(packed, x.device, self._non_blocking)
         with torch.autocast(device_type=x.device.type, enabled=False):  # views in float32
             x = x.float().div_(255)
             views = self.draw(x.repeat(self.num_views, 1, 1, 1), packed).chunk(self.num_views)
         samples = data.get('data_samples')
         if isinstance(samples, Tensor):
-            samples = to_device(samples, x.device)
+            samples = to_device(samples, x.device, self._non_blocking)
         return dict(inputs=views, data_samples=self.cast_data(samples))

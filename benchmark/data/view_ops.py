@@ -30,7 +30,6 @@ import math
 from typing import Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 # ITU-R 601-2 luma, the weights of PIL's convert('L').

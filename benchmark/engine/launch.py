@@ -176,6 +176,15 @@ def _fill_view_size_as(shipped: Config, cfg: Config) -> None:
         pre['input_size'] = train_dataset(cfg).get('input_size', 224)
 
 
+def pin_batches(cfg: Config, cuda: bool) -> None:
+    """On CUDA the training loader pins its batches (``pin_memory=True`` unless the config sets
+    it): a copy from pageable memory to the GPU waits until the GPU has finished the work queued
+    before it, here the last step, so the host could not run ahead."""
+    loader = cfg.get('train_dataloader')
+    if cuda and isinstance(loader, dict) and loader.get('pin_memory') is None:
+        loader['pin_memory'] = True
+
+
 def check_data(cfg: Config) -> None:
     """Fail on a missing or malformed data root before any model or data is built."""
     dataset = cfg.train_dataloader.dataset

@@ -387,7 +387,7 @@ def test_views_are_drawn_in_one_pass_with_one_parameter_transfer(monkeypatch):
     transfers, passes = [], []
     real_to_device, real_draw = gpu_views.to_device, gpu_views.draw_view
     monkeypatch.setattr(gpu_views, 'to_device',
-                        lambda p, d: transfers.append(p.shape) or real_to_device(p, d))
+                        lambda p, *args: transfers.append(p.shape) or real_to_device(p, *args))
     monkeypatch.setattr(gpu_views, 'draw_view',
                         lambda x, p, spec: passes.append(x.shape[0]) or real_draw(x, p, spec))
     pre = GPUViewPreprocessor(view='mocov2', input_size=24, num_views=3)

@@ -48,18 +48,12 @@ def resolve_train_views(cfg, cuda: bool) -> str:
     first where its images differ in size), ``'loader'`` keeps PIL in the loader workers,
     ``'auto'`` is 'device' when ``cuda`` (the run trains on a CUDA device), else 'loader'.
     ``compile``: the preprocessor's torch.compile switch. A config that names the
-    preprocessor itself keeps it whatever ``on`` says. On CUDA the training loader pins its
-    batches (``pin_memory=True`` unless the config sets it): a copy from pageable memory to
-    the GPU waits until the GPU has finished the work queued before it, here the last step.
+    preprocessor itself keeps it whatever ``on`` says.
 
     Raises:
         ValueError: One line naming a bad key or value.
     """
-    if cuda:  # copies of pageable batches to the GPU wait for it: the loader pins them
-        loader = cfg.get('train_dataloader')
-        if isinstance(loader, dict) and loader.get('pin_memory') is None:
-            loader['pin_memory'] = True
-    spec = cfg.pop('train_views', None) if hasattr(cfg, 'pop') else None
+    spec = cfg.pop('train_views', None)
     if spec is None:
         return views_path(cfg)
     if not isinstance(spec, dict):

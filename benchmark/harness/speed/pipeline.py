@@ -17,6 +17,7 @@ from mmengine.hooks import Hook
 
 from benchmark import dist
 from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.launch import pin_batches
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
                                                summarise)
@@ -202,10 +203,7 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
         cfg.custom_hooks.append(dict(type='CompileHook'))
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     cfg.pop('train_views', None)  # the configuration chooses the views
-    if s.pin_memory is not None:
-        loader.pin_memory = s.pin_memory
-    elif torch.cuda.is_available():  # as tools/train.py on a GPU
-        loader.pin_memory = True
+    pin_batches(cfg, torch.cuda.is_available())  # as tools/train.py
     fill_view_size(cfg)  # the device views' size follows the dataset's input_size
     return cfg
 

@@ -96,7 +96,6 @@ class Settings:
     pipeline_warmup: int = 5
     num_workers: Optional[int] = None  # None: the config's
     profile: bool = False  # pipeline: torch.profiler tables of one more iteration
-    pin_memory: Optional[bool] = None  # the loader's pin_memory; None: on CUDA, as tools do
     threads: Optional[int] = None  # torch and faiss threads; None: 1 on CPU, torch's on GPU
     images: Optional[int] = None  # training images of the fake folder; None: what the parts need
     data_dir: Optional[str] = None  # keep the fake folder here and reuse it; None: a temp dir

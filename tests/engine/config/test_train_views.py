@@ -4,6 +4,7 @@ import pytest
 
 from benchmark.engine.config.check import read_config, validate_config
 from benchmark.engine.config.views import resolve_train_views, views_path
+from benchmark.engine.launch import pin_batches
 from benchmark.reports.records import build_record
 from tests.conftest import ROOT
 
@@ -38,6 +39,16 @@ def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():
     fast = config('mixco_r18_tiny_fast.py')  # its own preprocessor: on='loader' changes nothing
     fast.train_views.on = 'loader'
     assert resolve_train_views(fast, cuda=False) == 'device' == views_path(fast)
+
+
+@pytest.mark.parametrize('cuda, given, pinned', [(True, None, True), (False, None, None),
+                                                (True, False, False)])
+def test_a_gpu_run_pins_its_batches_unless_the_config_says(cuda, given, pinned):
+    cfg = config('mixco_r18_tiny.py')
+    if given is not None:
+        cfg.train_dataloader.pin_memory = given
+    pin_batches(cfg, cuda)
+    assert cfg.train_dataloader.get('pin_memory') == pinned
 
 
 @pytest.mark.parametrize('value, line', [
