@@ -83,7 +83,7 @@ class Marks(Hook):
 
 def summarise(marks: Marks, first: int, last: int, wall_ms: float,
               waits_ms: List[float]) -> Dict[str, float]:
-    """Median-free means over iterations [first, last): ms per iteration of each segment."""
+    """Means over iterations [first, last): ms per iteration of each segment, and the rest."""
     clock, rows = marks.clock, marks.rows[first:last]
     if clock.cuda:
         torch.cuda.synchronize()
