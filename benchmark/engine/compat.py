@@ -18,6 +18,8 @@ from mmengine.logging.history_buffer import HistoryBuffer
 from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from mmengine.registry import OPTIM_WRAPPERS
 
+from benchmark import dist
+
 
 class PrivateName(NamedTuple):
     """A name of mmengine's that starts with `_` (no release promises to keep it), as used here."""
@@ -257,7 +259,7 @@ def check_local_gpu() -> None:
     """Raise ValueError (one line) unless torch sees a GPU for this torchrun process: mmengine
     gives the process of local rank k GPU k (`torch.cuda.set_device`), which fails with a CUDA
     error and a traceback where fewer are visible."""
-    local, count = int(os.environ.get('LOCAL_RANK', '0')), torch.cuda.device_count()
+    local, count = dist.local_rank(), torch.cuda.device_count()
     if local and local >= count:  # torch sees a GPU: local rank 0 has one
         visible = os.environ.get('CUDA_VISIBLE_DEVICES')
         shown = f' (CUDA_VISIBLE_DEVICES={visible})' if visible is not None else ''

@@ -185,14 +185,15 @@ def pin_batches(cfg: Config, cuda: bool) -> None:
         loader['pin_memory'] = True
 
 
-def check_data(cfg: Config) -> None:
-    """Fail on a missing or malformed data root before any model or data is built."""
+def check_data(cfg: Config, decode_images: bool = True) -> None:
+    """Fail on a missing or malformed data root before any model or data is built; with
+    ``decode_images``, on image files that do not decode too (a scan cached in the root)."""
     dataset = cfg.train_dataloader.dataset
     cls = DATASETS.get(dataset.type)
     if cls is None:
         raise ValueError(f'train_dataloader.dataset.type: unknown dataset {dataset.type!r}')
     cls.check_root(dataset.get('data_root', ''), dataset.get('split', 'train'))
     build_view(dataset.get('view', 'mocov2'), dataset.get('input_size', 224))
-    if hasattr(cls, 'check_images'):  # decode every image file (cached)
+    if decode_images and hasattr(cls, 'check_images'):  # decode every image file (cached)
         cls.check_images(dataset.get('data_root', ''), dataset.get('split', 'train'),
                          dataset.get('bad_data', 'strict'))

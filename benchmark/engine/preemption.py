@@ -8,6 +8,7 @@ import os
 import os.path as osp
 import signal
 import sys
+from typing import Optional, Tuple
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
@@ -43,6 +44,23 @@ def tell_launcher(code: int, line: str = '') -> None:
         return
     with os.fdopen(handle, 'w') as told:  # read once every process has ended
         told.write(f'{code}\n' + (f'{line}\n' if line else ''))
+
+
+def read_told() -> Optional[Tuple[int, str]]:
+    """(code, line) a process told with `tell_launcher`, removing the file; None if none did."""
+    path = os.environ.get(EXIT_CODE_FILE_ENV)
+    if not path:
+        return None
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+        os.remove(path)
+    except OSError:
+        return None
+    try:
+        return int(lines[0]), (lines[1] if len(lines) > 1 else '')
+    except (IndexError, ValueError):
+        return None
 
 
 def launcher_told() -> bool:

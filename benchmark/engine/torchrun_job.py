@@ -31,10 +31,9 @@ import time
 import traceback
 from typing import List, Optional, Tuple
 
-from mmengine.registry import DATASETS
-
 from benchmark.cli import fail, one_line
 from benchmark.engine.launch import check_data, load_config
+from benchmark.engine.preemption import read_told
 from benchmark.layout import SCAN_CACHE
 
 LOG_NAME = 'torchrun.log'
@@ -63,13 +62,10 @@ def check_launch_data(args) -> Tuple[int, str]:
         The error itself with ``--debug``.
     """
     cfg = load_config(args.config, args.cfg_options, args.work_dir, 'pytorch')
-    dataset = cfg.train_dataloader.dataset
-    root = dataset.get('data_root', '')
-    try:
-        if osp.isfile(osp.join(root, SCAN_CACHE)) or os.access(root or '.', os.W_OK):
-            check_data(cfg)
-        else:  # read-only: a scan here would be one more, uncached
-            DATASETS.get(dataset.type).check_root(root, dataset.get('split', 'train'))
+    root = cfg.train_dataloader.dataset.get('data_root', '')
+    try:  # a read-only root without a cache: a scan here would be one more, uncached
+        check_data(cfg, decode_images=osp.isfile(osp.join(root, SCAN_CACHE))
+                   or os.access(root or '.', os.W_OK))
     except (ValueError, OSError, TypeError, KeyError) as err:
         if args.debug:
             raise
@@ -191,18 +187,8 @@ class TorchrunJob:
         return True  # `end` says it
 
     def told(self) -> Optional[Tuple[int, str]]:
-        """(code, line) a training process told (TRAIN_EXIT_CODE_FILE), removing the file."""
-        path = os.environ.get('TRAIN_EXIT_CODE_FILE')
-        try:
-            with open(path) as handle:  # type: ignore[arg-type]
-                lines = handle.read().splitlines()
-            os.remove(path)  # type: ignore[arg-type]
-        except (TypeError, OSError):
-            return None
-        try:
-            return int(lines[0]), (lines[1] if len(lines) > 1 else '')
-        except (IndexError, ValueError):
-            return None
+        """(code, line) a training process told, removing the file (`preemption.read_told`)."""
+        return read_told()
 
     def end(self) -> int:
         """Print how the job ended (nothing when it trained, or was pre-empted without a line)

@@ -18,6 +18,7 @@ named by its index.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import os.path as osp
@@ -27,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.layout import REPORT, run_folder
+from benchmark.layout import REPORT, record_path, run_folder
 from benchmark.names import METRIC_FORMATS, method_label
 from benchmark.reports import aggregate
 from benchmark.reports.aggregate_board import method_lines, section_tasks, task_label
@@ -52,7 +53,7 @@ def run_links(run: Dict[str, Any], record_dirs: Sequence[str], folder: Path) -> 
     if not run['id']:
         return {}
     for results in record_dirs:
-        record = Path(results) / 'runs' / f"{run['id']}.json"
+        record = record_path(str(results), run['id'])
         if record.is_file():
             break
     else:
@@ -69,12 +70,17 @@ def _number(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _detail(row: Row, record_dirs: Sequence[str], folder: Path) -> Dict[str, Any]:
+def _detail(row: Row, record_dirs: Sequence[str], folder: Path,
+            links: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
+    """A row's detail; `links`: each run's file links by record id, found once per run (a
+    run has a row per protocol)."""
     paired = (row.get('compare') or {}).get('paired') or {}
     diffs = dict(zip(paired.get('seeds') or [], paired.get('diffs') or []))
     seeds = []
     for run in sorted(row.get('runs') or [], key=lambda r: r['seed']):
         value = run['value']
+        if run['id'] not in links:
+            links[run['id']] = run_links(run, record_dirs, folder)
         seeds.append(dict(seed=run['seed'], value=_number(value),
                           na='' if _number(value) is not None else str(value or 'not recorded'),
                           diff=diffs.get(run['seed']), status=run['status'],
@@ -82,7 +88,7 @@ def _detail(row: Row, record_dirs: Sequence[str], folder: Path) -> Dict[str, Any
                           peak_memory_gb=run['peak_memory_gb'], commit=run['commit'] or '',
                           dirty=run['dirty'], versions=run['versions'],
                           cpu=(run['host'] or {}).get('cpu') or (run['host'] or {}).get('device')
-                          or '', links=run_links(run, record_dirs, folder)))
+                          or '', links=links[run['id']]))
     metric, higher = main_metric(row['protocol'])
     return dict(section=section_title(*(row[k] for k in SECTION)), metric=metric, higher=higher,
                 digits=int(METRIC_FORMATS.get(metric, '.2f')[1:-1]), seeds=seeds,
@@ -134,9 +140,9 @@ def explorer_data(rows: List[Row], record_dirs: Sequence[str], folder: Path, tit
         if section:
             out_sections[section_title(backbone, epochs, data)] = section
     columns = reader.fieldnames or []
-    out_rows, shared = [], {}
+    out_rows, shared, links = [], {}, {}
     for row, line in zip(rows, flat):
-        detail = _detail(row, record_dirs, folder)
+        detail = _detail(row, record_dirs, folder, links)
         for seed in detail['seeds']:  # the same few provenance entries, said once
             for key in ('versions', 'cpu'):
                 text = json.dumps(seed[key], sort_keys=True)
@@ -163,4 +169,4 @@ def render_explorer(rows: List[Row], folder: Path, record_dirs: Sequence[str], t
 
 
 def _escape(text: str) -> str:
-    return text.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
+    return html.escape(text, quote=False)

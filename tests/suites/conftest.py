@@ -78,30 +78,29 @@ def rendered_suite(tmp_path_factory):
     suite = expand_suite(str(root / 'same.py'), results_root=str(root / 'results'),
                          work_root=str(root / 'work'))
     step = 100 / 360
-    mp = pytest.MonkeyPatch()
-    for name in ('git_state', 'host_info', 'package_versions'):  # looked up once, not per record
-        value = getattr(provenance, name)()
-        mp.setattr(provenance, name, lambda value=value: dict(value))
-    written = []
-    for run in suite.runs:
-        base = round((90.0 + run.seed % 3) / step) * step
-        mine = base + step * (run.info['method'] == 'mixco') - step * bool(run.overrides)
-        diverged = bool(run.overrides) and run.seed == 6
-        metrics = lambda p: ({'top1': 'NA(nan)'} if diverged else
-                             {'davies_bouldin': 3.0 - mine / 50} if p.startswith('cluster')
-                             else {'top1': mine})
-        record = build_record(
-            method=run.info['method'], backbone='resnet18', pretrain_data='digits',
-            pretrain_epochs=30, eval_data='digits', seed=run.seed, world_size=1, total_batch=32,
-            time_s_per_epoch=3.0 + 0.5 * (run.info['method'] == 'mixco') + 0.01 * run.seed,
-            peak_memory_gb=1.0 + 0.2 * (run.info['method'] == 'mixco'),
-            status='diverged' if diverged else 'ok',
-            protocols={p: {'settings': {'k': 55} if p == 'knn' else {}, 'metrics': metrics(p)}
-                       for p in DEFAULT_PROTOCOLS})
-        record = dict(record, config_sha256=run.config_sha256,
-                      setting_sha256=run.setting_sha256, overrides=run.overrides)
-        write_record(record, suite.results_dir)
-        written.append(record)
-    mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ('git_state', 'host_info', 'package_versions'):  # looked up once, not per record
+            value = getattr(provenance, name)()
+            mp.setattr(provenance, name, lambda value=value: dict(value))
+        written = []
+        for run in suite.runs:
+            base = round((90.0 + run.seed % 3) / step) * step
+            mine = base + step * (run.info['method'] == 'mixco') - step * bool(run.overrides)
+            diverged = bool(run.overrides) and run.seed == 6
+            metrics = lambda p: ({'top1': 'NA(nan)'} if diverged else
+                                 {'davies_bouldin': 3.0 - mine / 50} if p.startswith('cluster')
+                                 else {'top1': mine})
+            record = build_record(
+                method=run.info['method'], backbone='resnet18', pretrain_data='digits',
+                pretrain_epochs=30, eval_data='digits', seed=run.seed, world_size=1, total_batch=32,
+                time_s_per_epoch=3.0 + 0.5 * (run.info['method'] == 'mixco') + 0.01 * run.seed,
+                peak_memory_gb=1.0 + 0.2 * (run.info['method'] == 'mixco'),
+                status='diverged' if diverged else 'ok',
+                protocols={p: {'settings': {'k': 55} if p == 'knn' else {}, 'metrics': metrics(p)}
+                           for p in DEFAULT_PROTOCOLS})
+            record = dict(record, config_sha256=run.config_sha256,
+                          setting_sha256=run.setting_sha256, overrides=run.overrides)
+            write_record(record, suite.results_dir)
+            written.append(record)
     paths = render_suite(suite, plan_suite(suite, []), [], paper=None, use_wandb=False)
     return dict(suite=suite, paths=paths, records=written, step=step)

@@ -36,7 +36,7 @@ def shown(browser):
                                    'verdict')} for cells in browser.evaluate(SHOWN)]
 
 
-def test_the_explorer_shows_what_the_csv_holds_in_every_state(rendered_suite, chromium, tmp_path):
+def test_the_explorer_shows_what_the_csv_holds_in_every_state(chromium, rendered_suite, tmp_path):
     paths = {p.name: p for p in rendered_suite['paths']}
     page, table = paths['index.html'], paths['leaderboard.csv']
     rows = list(csv.DictReader(table.open(newline='')))
