@@ -199,6 +199,23 @@ def chromium() -> str:
     return path
 
 
+@pytest.fixture(scope='session')
+def browser(chromium, tmp_path_factory):
+    """One headless Chromium (tests/reports/browser.py) shared by the browser tests; each
+    test starts with no console message kept (``browser.problems``)."""
+    from tests.reports.browser import Browser
+    session = Browser(chromium, tmp_path_factory.mktemp('chromium-profile'))
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def page_browser(browser):
+    """The shared browser with its console messages cleared for this test."""
+    browser.problems.clear()
+    return browser
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as sock:

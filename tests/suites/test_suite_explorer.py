@@ -1,103 +1,136 @@
-"""The explorer of a generated suite in a real browser (headless Chromium over its DevTools
-protocol): loaded from file://, filtered, sorted by a column and a row opened with the keyboard,
-what it shows equals the CSV in every state, at 1280x800 and at a phone's width, without a
-console message. A screenshot of each state goes to $EXPLORER_SCREENSHOTS (else the test's
-temporary folder) for a person to look at."""
-import csv
+"""The explorer of a suite in a real browser (headless Chromium over its DevTools protocol):
+loaded from file://, filtered, sorted by a column and a row opened with the keyboard, what it
+shows equals the CSV in every state, at 1280x800 and at a phone's width, without a console
+message. A screenshot of each state goes to $EXPLORER_SCREENSHOTS (else the test's temporary
+folder) for a person to look at. Pages: a generated suite, the demo suite's committed page and
+the digits ablation rendered from generated records of its own plan."""
 import json
 import os
 import re
 from pathlib import Path
 
-import pytest
-
+from benchmark.layout import REPO_ROOT
 from benchmark.names import METRIC_FORMATS
-from benchmark.reports.tables import signed
-from tests.reports.browser import Browser
+from benchmark.reports.explorer import ASSETS
+from tests.reports.explorer_page import (DESKTOP, check_detail, choose, detail, expected,
+                                         mean_of, open_row, ordered, page_data, read_csv, shoot,
+                                         shown, sort_by)
 
-SHOWN = """[...document.querySelectorAll('#body > tr[data-index]')].map(tr => Object.fromEntries(
-  [...tr.querySelectorAll('td[data-col]')].map(td => [td.dataset.col, td.textContent])))"""
-
-
-def expected(row):
-    """The cells the page shows of a CSV row, formatted from the CSV's values."""
-    metric = row['main_metric']
-    fmt = METRIC_FORMATS[metric]
-    mean = row[f'{metric}_mean']
-    return dict(eval_data=row['eval_data'], protocol=row['protocol_label'],
-                method=row['method_label'], n=row[f'{metric}_n'],
-                mean=mean if mean in ('', 'NA') else format(float(mean), fmt),
-                delta=signed(float(row['paired_delta_mean']), fmt) if row['paired_delta_mean']
-                else '', verdict=row['verdict'])
+DEMO = REPO_ROOT / 'results' / 'suites' / 'demo_digits'
+FETCHES = r'<(link|img|iframe)\b|\ssrc=|url\(|@import|fetch\(|XMLHttpRequest'
 
 
-def shown(browser):
-    return [{k: cells[k] for k in ('eval_data', 'protocol', 'method', 'n', 'mean', 'delta',
-                                   'verdict')} for cells in browser.evaluate(SHOWN)]
+def screenshots(tmp_path: Path, name: str) -> Path:
+    folder = Path(os.environ.get('EXPLORER_SCREENSHOTS') or tmp_path) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def test_the_explorer_shows_what_the_csv_holds_in_every_state(chromium, rendered_suite, tmp_path):
-    paths = {p.name: p for p in rendered_suite['paths']}
-    page, table = paths['index.html'], paths['leaderboard.csv']
-    rows = list(csv.DictReader(table.open(newline='')))
-    shots = Path(os.environ.get('EXPLORER_SCREENSHOTS') or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
-    assert page.stat().st_size < 1_000_000
-    assert not re.search(r'<(link|img|iframe)\b|\ssrc=|url\(|@import|fetch\(|XMLHttpRequest',
-                         page.read_text())  # nothing fetched
-    browser = Browser(chromium, tmp_path / 'profile')
-    try:
-        browser.open(page.as_uri(), 1280, 800)
-        assert shown(browser) == [expected(r) for r in rows]
-        assert browser.evaluate("document.getElementById('count').textContent") == \
-            f'{len(rows)} of {len(rows)} rows'
-        browser.screenshot(shots / '1-loaded.png')
-
-        browser.evaluate("const s = document.getElementById('filter-method'); s.value = 'mixco';"
-                         "s.dispatchEvent(new Event('change'))")
-        mixco = [r for r in rows if r['method'] == 'mixco']
-        assert shown(browser) == [expected(r) for r in mixco] and len(mixco) < len(rows)
-        browser.screenshot(shots / '2-filtered.png')
-
-        browser.evaluate("document.querySelector('th[data-col=\"mean\"] button').click()")
-        browser.evaluate("document.querySelector('th[data-col=\"mean\"] button').click()")
-        assert browser.evaluate("document.querySelector('th[data-col=\"mean\"]')"
-                                ".getAttribute('aria-sort')") == 'descending'
-        known = [r for r in mixco if r[f"{r['main_metric']}_mean"] not in ('', 'NA')]
-        order = sorted(known, key=lambda r: -float(r[f"{r['main_metric']}_mean"]))
-        order += [r for r in mixco if r not in known]  # no mean: last
-        assert shown(browser) == [expected(r) for r in order]
-        browser.screenshot(shots / '3-sorted.png')
-
-        target = next(r for r in order if r['paired_diffs'] and r['protocol'] == 'knn')
-        index = rows.index(target)
-        browser.evaluate(f"document.querySelector('tr[data-index=\"{index}\"] button.open')"
-                         '.focus()')
-        browser.press('Enter', 'Enter', 13)
-        seeds = browser.evaluate(
-            f"[...document.querySelectorAll('#detail-{index} tr[data-seed]')].map(tr => "
-            "[Number(tr.dataset.seed), tr.querySelector('[data-col=value]').textContent, "
-            "tr.querySelector('[data-col=diff]').textContent, "
-            "[...tr.querySelectorAll('a')].map(a => a.textContent + ' ' + a.getAttribute('href'))])")
-        assert [s for s, *_ in seeds] == [int(s) for s in target['seeds'].split()]
-        diffs = [signed(float(d), '.2f') for d in target['paired_diffs'].split()]
-        assert [d for _, _, d, _ in seeds if d] == diffs
-        by_seed = {r['seed']: r for r in rendered_suite['records']
-                   if r['method'] == 'mixco' and r['overrides'] == {}}
-        assert [v for _, v, _, _ in seeds] == [
-            f"{by_seed[s]['protocols']['knn']['metrics']['top1']:.2f}" for s, *_ in seeds]
-        links = seeds[0][3]
-        assert links == [f"record runs/{by_seed[seeds[0][0]]['id']}.json"]
-        assert (page.parent / links[0].split(' ')[1]).is_file()  # relative, and it leads there
-        assert browser.evaluate('document.activeElement.getAttribute("aria-expanded")') == 'true'
-        browser.screenshot(shots / '4-opened.png')
-
-        browser.resize(390, 844)
-        assert browser.evaluate('document.documentElement.scrollWidth') <= 390
-        browser.screenshot(shots / '5-phone.png')
-        assert browser.evaluate("document.querySelectorAll('#sections svg[role=img]').length") >= 2
-    finally:
-        problems = browser.close()
-    assert problems == []
-    data = json.loads(re.search(r'id="data">(.*?)</script>', page.read_text(), re.S).group(1))
+def check_page_file(page: Path, rows) -> dict:
+    """Small, self-contained (nothing fetched), its embedded rows the CSV's; its data."""
+    assert page.stat().st_size <= 1_000_000
+    assert not re.search(FETCHES, page.read_text(encoding='utf-8'))
+    data = page_data(page)
     assert [dict(zip(data['columns'], r['csv'])) for r in data['rows']] == rows
+    return data
+
+
+def seed_values(found: dict, row, records: dict):
+    """Each opened seed's value beside its record's (formatted as the page formats it)."""
+    shown_values, recorded = [], []
+    for seed in found['seeds']:
+        href = dict(seed['links'])['record']
+        record = records[Path(href).stem]
+        value = record['protocols'][row['protocol']]['metrics'][row['main_metric']]
+        shown_values.append(seed['value'])
+        recorded.append(value if isinstance(value, str)
+                        else format(value, METRIC_FORMATS[row['main_metric']]))
+    return shown_values, recorded
+
+
+def test_the_explorer_shows_what_the_csv_holds_in_every_state(page_browser, rendered_suite,
+                                                              tmp_path):
+    browser, shots = page_browser, screenshots(tmp_path, 'generated')
+    paths = {p.name: p for p in rendered_suite['paths']}
+    page, rows = paths['index.html'], read_csv(paths['leaderboard.csv'])
+    check_page_file(page, rows)
+    browser.open(page.as_uri(), *DESKTOP)
+    assert shown(browser) == [expected(r) for r in rows]
+    assert browser.evaluate("document.getElementById('count').textContent") == \
+        f'{len(rows)} of {len(rows)} rows'
+    shoot(browser, shots, '1-loaded')
+
+    choose(browser, 'method', 'mixco')
+    mixco = [r for r in rows if r['method'] == 'mixco']
+    assert shown(browser) == [expected(r) for r in mixco] and len(mixco) < len(rows)
+    shoot(browser, shots, '2-filtered')
+
+    sort_by(browser, 'mean', descending=True)
+    order = ordered(rows, mixco, mean_of, descending=True)
+    assert shown(browser) == [expected(r) for r in order]
+    shoot(browser, shots, '3-sorted')
+
+    target = next(r for r in order if r['paired_diffs'] and r['protocol'] == 'knn')
+    index = rows.index(target)
+    open_row(browser, index)
+    found = detail(browser, index)
+    check_detail(found, target)
+    records = {r['id']: r for r in rendered_suite['records']}
+    values, recorded = seed_values(found, target, records)
+    assert values == recorded
+    first = found['seeds'][0]['links']
+    assert [name for name, _ in first] == ['record']
+    assert (page.parent / first[0][1]).is_file()  # relative, and it leads there
+    shoot(browser, shots, '4-opened')
+    assert browser.evaluate("document.querySelectorAll('#sections svg[role=img]').length") >= 2
+    assert browser.problems == []
+
+
+def test_the_demo_suites_committed_explorer(page_browser, tmp_path):
+    """results/suites/demo_digits/index.html as committed (regenerated by tools/run_suite.py
+    from the committed records whenever the explorer changes): its code is this commit's
+    explorer, its numbers the committed CSV's and its links lead to the committed files."""
+    browser, shots = page_browser, screenshots(tmp_path, 'demo')
+    page, rows = DEMO / 'index.html', read_csv(DEMO / 'leaderboard.csv')
+    text = page.read_text(encoding='utf-8')
+    for asset in ('explorer.js', 'explorer.css'):
+        assert (ASSETS / asset).read_text(encoding='utf-8') in text, \
+            f'{page} is stale: rerun tools/run_suite.py configs/suites/demo_digits.py --seeds 0 1'
+    data = check_page_file(page, rows)
+    records = {p.stem: json.loads(p.read_text()) for p in (DEMO / 'runs').glob('*.json')}
+    for row in data['rows']:  # every run's files, from every row
+        for seed in row['seeds']:
+            for href in seed['links'].values():  # inside the committed folder
+                assert (DEMO / href).resolve().is_relative_to(DEMO.resolve()), href
+                assert (DEMO / href).is_file(), href
+            trained = records[Path(seed['links']['record']).stem]['pretrain_epochs'] > 0
+            assert list(seed['links']) == (['record', 'report', 'curves', 't-SNE'] if trained
+                                           else ['record', 'report', 't-SNE'])
+
+    browser.open(page.as_uri(), *DESKTOP)
+    assert shown(browser) == [expected(r) for r in rows]
+    shoot(browser, shots, '1-loaded')
+    choose(browser, 'protocol', 'kNN')
+    knn = [r for r in rows if r['protocol'] == 'knn']
+    assert shown(browser) == [expected(r) for r in knn] and len(knn) < len(rows)
+    shoot(browser, shots, '2-filtered')
+    sort_by(browser, 'mean', descending=True)
+    order = ordered(rows, knn, mean_of, descending=True)
+    assert shown(browser) == [expected(r) for r in order]
+    shoot(browser, shots, '3-sorted')
+
+    target = next(r for r in order if r['method'] == 'mixco')
+    index = rows.index(target)
+    open_row(browser, index)
+    found = detail(browser, index)
+    check_detail(found, target)
+    values, recorded = seed_values(found, target, records)
+    assert values == recorded
+    for seed in found['seeds']:
+        assert [name for name, _ in seed['links']] == ['record', 'report', 'curves', 't-SNE']
+        assert all((page.parent / href).resolve().is_file() for _, href in seed['links'])
+        record = records[Path(dict(seed['links'])['record']).stem]
+        assert seed['time'] == f"{record['time_s_per_epoch']:.1f}"
+        assert seed['memory'] == f"{record['peak_memory_gb']:.2f}"
+    shoot(browser, shots, '4-opened')
+    assert browser.problems == []

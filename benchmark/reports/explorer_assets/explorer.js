@@ -234,7 +234,7 @@ function detail(row) {
     el('tbody', {}, row.seeds.map(s => el('tr', {'data-seed': s.seed},
       el('td', {class: 'num', text: s.seed}), el('td', {class: 'num', 'data-col': 'value', text: s.value === null ? s.na : fixed(s.value, row.digits)}),
       el('td', {class: 'num', 'data-col': 'diff', text: s.diff === null || s.diff === undefined ? '' : signed(s.diff, row.digits)}),
-      el('td', {class: 'num', text: fixed(s.time_s_per_epoch, 1)}), el('td', {class: 'num', text: fixed(s.peak_memory_gb, 2)}),
+      el('td', {class: 'num', 'data-col': 'time', text: fixed(s.time_s_per_epoch, 1)}), el('td', {class: 'num', 'data-col': 'memory', text: fixed(s.peak_memory_gb, 2)}),
       el('td', {text: s.commit ? s.commit.slice(0, 10) + (s.dirty ? ' (dirty)' : '') : ''}), el('td', {}, links(s))))));
   const overrides = Object.entries(row.overrides).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ');
   const versions = [...new Set(row.seeds.map(s => Object.entries(s.versions).map(([k, v]) => `${k} ${v}`).join(', ')))].join(' | ');
