@@ -104,3 +104,27 @@ def rendered_suite(tmp_path_factory):
             written.append(record)
     paths = render_suite(suite, plan_suite(suite, []), [], paper=None, use_wandb=False)
     return dict(suite=suite, paths=paths, records=written, step=step)
+
+
+@pytest.fixture(scope='session')
+def rendered_ablation(tmp_path_factory):
+    """configs/suites/mixco_ablation_digits.py rendered as the suite renders it, from records of
+    its own plan with generated numbers (tests/suites/planned_records.py; nothing is trained).
+    {'suite', 'paths' (render_suite's), 'records'}."""
+    import benchmark.components  # noqa: F401  the configs' registry
+    from benchmark.layout import REPO_ROOT
+    from benchmark.reports import records as provenance
+    from benchmark.suites.plan import plan_suite
+    from benchmark.suites.report import render_suite
+    from tests.suites.planned_records import planned_records
+    root = tmp_path_factory.mktemp('rendered_ablation')
+    suite = expand_suite(str(REPO_ROOT / 'configs' / 'suites' / 'mixco_ablation_digits.py'),
+                         results_root=str(root / 'results'), work_root=str(root / 'work'))
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ('git_state', 'host_info', 'package_versions'):  # looked up once
+            value = getattr(provenance, name)()
+            mp.setattr(provenance, name, lambda value=value: dict(value))
+        plans = plan_suite(suite, [])
+        written = planned_records(suite, plans)
+    paths = render_suite(suite, plans, [], paper=None, use_wandb=False)
+    return dict(suite=suite, paths=paths, records=written)

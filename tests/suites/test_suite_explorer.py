@@ -134,3 +134,41 @@ def test_the_demo_suites_committed_explorer(page_browser, tmp_path):
         assert seed['memory'] == f"{record['peak_memory_gb']:.2f}"
     shoot(browser, shots, '4-opened')
     assert browser.problems == []
+
+
+def test_the_digits_ablation_explorer(page_browser, rendered_ablation, tmp_path):
+    """Every config, variant, seed and protocol of configs/suites/mixco_ablation_digits.py
+    (records of its plan, numbers generated) on one page of at most 1 MB."""
+    browser, shots = page_browser, screenshots(tmp_path, 'ablation')
+    paths = {p.name: p for p in rendered_ablation['paths']}
+    page, rows = paths['index.html'], read_csv(paths['leaderboard.csv'])
+    check_page_file(page, rows)
+    suite = rendered_ablation['suite']
+    variants = {(r.info['method'], r.variant_label) for r in suite.runs}
+    assert len(variants) == 8 and {r['seeds'] for r in rows} == {'0 1 2'}
+    assert len(rows) == len(variants) * 5  # the default protocols and the online probe
+    browser.open(page.as_uri(), *DESKTOP)
+    assert shown(browser) == [expected(r) for r in rows]
+    shoot(browser, shots, '1-loaded')
+    choose(browser, 'protocol', 'kNN')
+    knn = [r for r in rows if r['protocol'] == 'knn']
+    assert shown(browser) == [expected(r) for r in knn] and len(knn) == len(variants)
+    shoot(browser, shots, '2-filtered')
+    sort_by(browser, 'delta', descending=True)
+    delta = lambda r: float(r['paired_delta_mean']) if r['paired_delta_mean'] else None  # noqa: E731
+    order = ordered(rows, knn, delta, descending=True)
+    assert shown(browser) == [expected(r) for r in order]
+    shoot(browser, shots, '3-sorted')
+
+    target = next(r for r in order if r['variant'] or r['overrides'].count('=') > 1)
+    index = rows.index(target)
+    open_row(browser, index)
+    found = detail(browser, index)
+    check_detail(found, target)
+    records = {r['id']: r for r in rendered_ablation['records']}
+    values, recorded = seed_values(found, target, records)
+    assert values == recorded
+    assert all([name for name, _ in s['links']] == ['record'] for s in found['seeds'])
+    assert all((page.parent / href).is_file() for s in found['seeds'] for _, href in s['links'])
+    shoot(browser, shots, '4-opened')
+    assert browser.problems == []

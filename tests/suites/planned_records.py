@@ -1,0 +1,73 @@
+"""Records of a suite's whole plan with generated numbers, for its pages' tests: the suite is
+expanded and planned by benchmark/suites/ (its methods, variants, settings and seeds, each
+run's evaluations and protocols, the online probe where the run's config trains one), and each
+step gets a record as a finished run writes it, its metrics drawn from a seeded RNG: per seed
+a shared level (so paired differences are ordinary), per config/variant an effect, per record
+noise, top-1 quantised to the 360 test images of digits."""
+from typing import Dict, List
+
+import numpy as np
+
+from benchmark.names import canonical_data
+from benchmark.reports.records import build_record, write_record
+from benchmark.suites.plan import RunPlan
+from benchmark.suites.spec import Suite
+
+STEP = 100 / 360
+ONLINE = 'online_linear'
+
+
+def trains_online_probe(config: str, seen: Dict[str, bool]) -> bool:
+    """Whether the config's hooks include the online linear probe (recorded as online_linear)."""
+    if config not in seen:
+        from benchmark.engine.config.check import read_config
+        hooks = read_config(config).get('custom_hooks', [])
+        seen[config] = any(h.get('type') == 'OnlineLinearProbeHook' for h in hooks)
+    return seen[config]
+
+
+def _metrics(protocol: str, top1: float, rng: np.random.Generator) -> dict:
+    if protocol.startswith('cluster'):
+        return {'davies_bouldin': round(3.2 - top1 / 50 + rng.normal(0, 0.02), 4),
+                'calinski_harabasz': round(200 + 4 * (top1 - 90) + rng.normal(0, 5), 2),
+                'kmeans_nmi': round(0.6 + (top1 - 90) / 100, 4),
+                'kmeans_ari': round(0.5 + (top1 - 90) / 100, 4)}
+    value = round((top1 + rng.normal(0, 0.4)) / STEP) * STEP
+    return {'top1': value, 'top5': min(100.0, value + 6)}
+
+
+def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0) -> List[dict]:
+    """One record per run and evaluation of `plans`, written into the suite's results folder,
+    as the suite's runs would write them; returns them."""
+    rng = np.random.default_rng(seed)
+    levels = {s: 90.0 + rng.normal(0, 0.8) for s in suite.seeds}
+    effects: Dict[str, float] = {}
+    seen: Dict[str, bool] = {}
+    written = []
+    for plan in plans:
+        run, info = plan.run, plan.run.info
+        variant = f'{run.config} {run.variant_label}'
+        effect = effects.setdefault(variant, 0.0 if info['method'] == 'mocov2'
+                                    else float(rng.normal(0.3, 0.5)))
+        mixes = info['method'] != 'mocov2'
+        for evaluation in suite.evaluations:
+            protocols = list(evaluation.protocols)
+            if evaluation.is_default and trains_online_probe(run.config, seen):
+                protocols.append(ONLINE)
+            top1 = levels[run.seed] + effect
+            record = build_record(
+                method=info['method'], backbone=info['backbone'],
+                pretrain_data=info['pretrain_data'], pretrain_epochs=run.max_epochs,
+                eval_data=canonical_data(evaluation.eval_data or info['pretrain_data']),
+                seed=run.seed, world_size=info['world_size'], total_batch=info['total_batch'],
+                time_s_per_epoch=round((7.0 if mixes else 4.3) + rng.normal(0, 0.2), 3),
+                peak_memory_gb=round((1.52 if mixes else 1.51) + rng.normal(0, 0.01), 4),
+                config=info['config'], protocols={
+                    p: {'settings': {'k': 55} if p == 'knn' else {},
+                        'metrics': _metrics(p, top1, rng)} for p in protocols},
+                extra=dict(memory_kind='cpu-max-rss'))
+            record = dict(record, config_sha256=run.config_sha256,
+                          setting_sha256=run.setting_sha256, overrides=run.overrides)
+            write_record(record, suite.results_dir)
+            written.append(record)
+    return written
