@@ -27,6 +27,7 @@ from benchmark.evaluation.linear_paper import (
     run_linear_paper,
 )
 from benchmark.evaluation.protocols import run_protocols
+from benchmark.evaluation.step_cost import kept_rng, training_step_cost
 from benchmark.evaluation.supervised import evaluate_classifier
 from benchmark.names import (
     DATA_NAMES,
@@ -124,6 +125,22 @@ def _run_info(runner) -> RunInfoHook:
     return next((h for h in runner.hooks if isinstance(h, RunInfoHook)), RunInfoHook())
 
 
+def count_training_step(runner, model: nn.Module) -> Optional[dict]:
+    """The record's ``extra.compute``: one training step of the run, counted once after
+    training on a copy of its model and a batch of its training loader, its loss in the
+    optimizer wrapper's context (autocast) as in training (`training_step_cost`; the random
+    generators are left as they were); None, with a warning, where it cannot be counted."""
+    wrapper = getattr(runner, 'optim_wrapper', None)
+    try:
+        with kept_rng(next(model.parameters()).device):
+            batch = next(iter(runner.train_dataloader))
+        return training_step_cost(model, batch, getattr(wrapper, 'optim_context', None))
+    except Exception as err:  # noqa: BLE001 - a count never costs a run its record
+        runner.logger.warning(f'the training step was not counted for the record '
+                              f'({type(err).__name__}: {err})')
+        return None
+
+
 def online_results(runner) -> Dict[str, dict]:
     """Protocols measured during pretraining by hooks with ``online_protocol()`` (e.g.
     ``OnlineLinearProbeHook``): {name: {'settings': ..., 'metrics': ...}} of those that ran."""
@@ -160,6 +177,7 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     own_head = None
     if run['method'] == 'supervised' and isinstance(getattr(model, 'classifier', None), nn.Module):
         own_head = evaluate_classifier(model.backbone, model.classifier, data)
+    compute = count_training_step(runner, model)  # every process: a step's collectives
     if results is None:
         return None
     if own_head is not None:
@@ -170,7 +188,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
                              last if osp.isfile(last) else None,
                              cfg.pretty_text if config_text is None else config_text,
                              extra=dict(memory_kind=info['memory_kind'],
-                                        **{k: info[k] for k in ('key_bn',) if k in info}),
+                                        **{k: info[k] for k in ('key_bn',) if k in info},
+                                        **({'compute': compute} if compute else {})),
                              setting=setting)
     runner.logger.info(f'evaluation record: {path}')
     # Imported here: the report's statistics and plots add about 0.8 s to a training process's start.

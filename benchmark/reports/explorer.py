@@ -4,16 +4,19 @@ the same rows the CSV is made from.
 
 The page (``explorer_assets/``: the HTML frame, the script, the styles) shows a table of the rows
 with filters and sortable columns; per row its seeds as points on its interval and, where it
-has a baseline, the paired Δ with its interval, the test, the verdict and the family; a row
-opens its detail (per-seed values and paired differences, overrides and protocol settings, time
-per epoch and peak memory, commit and versions, relative links to each run's record, report,
+has a baseline, the paired Δ with its interval, the test, the verdict and the family, and its
+compute: time per epoch, peak memory, encoder passes and GFLOP per training image (a training
+step counted when the run was evaluated; '—' for records without the count) and the hardware;
+a row opens its detail (per-seed values and paired differences, overrides and protocol
+settings, the compute, commit and versions, relative links to each run's record, report,
 curves and t-SNE figure). Per section it draws the aggregates across tasks, the performance
-profile and the rows' accuracy against their time per epoch or peak memory.
+profile and the rows' accuracy against their GFLOP per image, encoder passes, time per epoch
+or peak memory.
 
 `explorer_data` is what the page embeds: ``rows`` holds each row's CSV line exactly as
 ``leaderboard.csv`` holds it (strings, as read back, in the order of ``columns``), beside what
-the detail shows; provenance that many seeds share (package versions, the CPU) is in ``shared``,
-named by its index.
+the detail shows; the package versions that many seeds share are in ``shared``,
+named by their index.
 """
 from __future__ import annotations
 
@@ -86,9 +89,7 @@ def _detail(row: Row, record_dirs: Sequence[str], folder: Path,
                           diff=diffs.get(run['seed']), status=run['status'],
                           time_s_per_epoch=run['time_s_per_epoch'],
                           peak_memory_gb=run['peak_memory_gb'], commit=run['commit'] or '',
-                          dirty=run['dirty'], versions=run['versions'],
-                          cpu=(run['host'] or {}).get('cpu') or (run['host'] or {}).get('device')
-                          or '', links=links[run['id']]))
+                          dirty=run['dirty'], versions=run['versions'], links=links[run['id']]))
     metric, higher = main_metric(row['protocol'])
     return dict(section=section_title(*(row[k] for k in SECTION)), metric=metric, higher=higher,
                 digits=int(METRIC_FORMATS.get(metric, '.2f')[1:-1]), seeds=seeds,
@@ -143,10 +144,9 @@ def explorer_data(rows: List[Row], record_dirs: Sequence[str], folder: Path, tit
     out_rows, shared, links = [], {}, {}
     for row, line in zip(rows, flat):
         detail = _detail(row, record_dirs, folder, links)
-        for seed in detail['seeds']:  # the same few provenance entries, said once
-            for key in ('versions', 'cpu'):
-                text = json.dumps(seed[key], sort_keys=True)
-                seed[key] = shared.setdefault(text, len(shared))
+        for seed in detail['seeds']:  # the same few package versions, said once
+            text = json.dumps(seed['versions'], sort_keys=True)
+            seed['versions'] = shared.setdefault(text, len(shared))
         out_rows.append(dict(csv=[line[c] for c in columns], **detail))
     return dict(title=title, generated=generated, columns=columns, rows=out_rows,
                 shared=[json.loads(text) for text in shared], sections=out_sections)

@@ -36,6 +36,7 @@ from benchmark.names import (ACCURACY, METHOD_ORDER, METRICS, PAPER_MIXCO, PAPER
                              protocol_family)
 from benchmark.reports import stats
 from benchmark.reports.comparisons import SUITE, StatsPolicy, add_comparisons, main_metric
+from benchmark.reports.compute import number, record_compute, row_compute
 
 KEY = ('backbone', 'pretrain_epochs', 'pretrain_data', 'eval_data', 'protocol', 'method')
 GROUP = KEY[:3]  # one section of tables: backbone, epochs, pretraining data
@@ -78,17 +79,6 @@ def override_text(key: str, value: Any) -> str:
     if value is None:
         return f'{key}=None'
     return f'{key}={value!r}' if not isinstance(value, (list, dict)) else f'{key}={value}'
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _mean(values: Iterable[Any]) -> Optional[float]:
-    numbers = [v for v in (_number(x) for x in values) if v is not None]
-    return sum(numbers) / len(numbers) if numbers else None
 
 
 def _base_key(record: Dict[str, Any], protocol: str) -> Tuple:
@@ -148,15 +138,16 @@ def newest_per_seed(records: Iterable[Dict[str, Any]]) -> Tuple[List[tuple], Dic
 
 def run_of(record: Dict[str, Any], protocol: str, metric: str) -> Dict[str, Any]:
     """What a row keeps of one of its records for the explorer's detail: seed, id, its value
-    of the main metric (a number or its NA string), time, memory, commit, versions, host and
-    its t-SNE figure as recorded ('' for a stand-in of a step without a record)."""
+    of the main metric (a number or its NA string), time, memory, its step's count (encoder
+    passes, GFLOP per image), commit, versions, host and its t-SNE figure as recorded ('' for a
+    stand-in of a step without a record)."""
     git = record.get('git') or {}
     figure = ((record['protocols'].get('cluster_tsne') or {}).get('settings') or {}).get('figure')
     return dict(seed=int(record['seed']), id='' if record.get('placeholder') else record['id'],
                 status=str(record.get('status', 'ok')), created=record.get('created', ''),
                 value=record['protocols'][protocol].get('metrics', {}).get(metric),
                 time_s_per_epoch=record.get('time_s_per_epoch'),
-                peak_memory_gb=record.get('peak_memory_gb'),
+                peak_memory_gb=record.get('peak_memory_gb'), **record_compute(record),
                 commit=git.get('commit'), dirty=git.get('dirty'),
                 versions=record.get('versions') or {}, host=record.get('host') or {},
                 figure=figure or '')
@@ -182,8 +173,8 @@ def _row(key: Tuple, ident: Tuple[str, str, Optional[str], str], status: str,
         values, na = [], []
         for record, proto in items:
             value = record['protocols'][proto].get('metrics', {}).get(metric)
-            if _number(value) is not None:
-                values.append(_number(value))
+            if number(value) is not None:
+                values.append(number(value))
             elif isinstance(value, str):
                 na.append(value)
         if values or na:
@@ -192,17 +183,15 @@ def _row(key: Tuple, ident: Tuple[str, str, Optional[str], str], status: str,
     per_seed: Dict[int, List[float]] = {}
     for record, proto in items:  # the main metric per seed (legacy rows may hold a seed twice)
         value = record['protocols'][proto].get('metrics', {}).get(main)
-        if _number(value) is not None:
-            per_seed.setdefault(int(record['seed']), []).append(_number(value))
+        if number(value) is not None:
+            per_seed.setdefault(int(record['seed']), []).append(number(value))
         else:
             row['na_seeds'][int(record['seed'])] = f"{main} {value or 'not recorded'}"
     row['by_seed'] = {seed: sum(v) / len(v) for seed, v in per_seed.items()}
     row['runs'] = [run_of(record, proto, main) for record, proto in items]
     if superseded:
         notes.append(f'{len(superseded)} superseded record(s): ' + '; '.join(superseded))
-    row.update(time_s_per_epoch=_mean(r.get('time_s_per_epoch') for r in records),
-               peak_memory_gb=_mean(r.get('peak_memory_gb') for r in records),
-               total_batch='/'.join(str(b) for b in sorted(
+    row.update(**row_compute(records), total_batch='/'.join(str(b) for b in sorted(
                    {r['total_batch'] for r in records if r.get('total_batch') is not None})),
                seeds=sorted(int(r['seed']) for r in records), note='; '.join(notes))
     return row
@@ -248,7 +237,8 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
             zip(KEY, key), variant='', status='ok', label=f'{row_label(key[5])} (paper)',
             metrics={}, by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
             key_bn=None, world_size=None, protocol_settings='', superseded=[], runs=[],
-            time_s_per_epoch=None, peak_memory_gb=None, total_batch='', seeds=[], note=''))
+            time_s_per_epoch=None, peak_memory_gb=None, encoder_passes=None,
+            gflop_per_image=None, hardware='', total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:
             text = (entry.get(metric) or '').strip()

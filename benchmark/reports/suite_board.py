@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from benchmark.names import METRIC_FORMATS, PROTOCOL_ORDER, PROTOCOLS, protocol_family
 from benchmark.reports.aggregate_board import across_sections, aggregate_lines
 from benchmark.reports.comparisons import SUITE, main_metric
+from benchmark.reports.compute import host_text
 from benchmark.reports.figures import figure_lines
 from benchmark.reports.leaderboard import KEY, Row, section_title
 from benchmark.reports.tables import (AGGREGATE_POINTER, LEGEND_TITLE, delta_cell,
@@ -157,13 +158,7 @@ def hardware(records: Iterable[Dict[str, Any]]) -> str:
     from the records' ``host`` fields."""
     seen: Dict[str, int] = {}
     for record in records:
-        host = record.get('host') or {}
-        device = str(host.get('device') or 'unknown device')
-        cores, machine = host.get('cpu_cores'), host.get('machine_cores')
-        share = cores and (f'{cores} of {machine} cores' if machine and machine != cores
-                           else f'{cores} cores')
-        extra = ', '.join(str(x) for x in (host.get('cpu'), share) if x)
-        text = f'{device} ({extra})' if extra else device
+        text = host_text(record.get('host') or {})
         seen[text] = seen.get(text, 0) + 1
     return '; '.join(f'{text}: {n} record(s)' for text, n in seen.items()) or 'no records'
 

@@ -320,7 +320,8 @@ CSV_COLUMNS = (list(GROUP) + ['eval_data', 'protocol', 'protocol_label', 'protoc
                   'seeds_for_verdict', 'min_effect', 'seeds_for_min_effect',
                   'equivalence_margin', 'equivalence_low', 'equivalence_high', 'left_out',
                   'paper_delta', 'paper_value', 'time_s_per_epoch', 'peak_memory_gb',
-                  'total_batch', 'seeds', 'note'])
+                  'encoder_passes', 'gflop_per_image', 'hardware', 'total_batch', 'seeds',
+                  'note'])
 
 
 def _csv_record(row: Row) -> Dict[str, Any]:
@@ -328,6 +329,7 @@ def _csv_record(row: Row) -> Dict[str, Any]:
     out = {k: row[k] for k in GROUP + ('eval_data', 'protocol', 'method', 'source', 'status',
                                        'time_s_per_epoch', 'peak_memory_gb', 'total_batch',
                                        'note')}
+    out.update({k: row.get(k) for k in ('encoder_passes', 'gflop_per_image', 'hardware')})
     stat = row['metrics'].get(main) or {}
     enough = _enough(row, stat.get('n'))
     ci = (stat.get('ci') if enough else None) or (None, None)

@@ -20,7 +20,8 @@ def logged_scalars(work_dir: Path) -> list:
 
 def test_dist_train_two_cpu_processes(reference_2p):
     """2 gloo processes finish, leave a checkpoint, losses are finite; rank 0 alone evaluates
-    and records; without credentials wandb logs offline with one warning."""
+    and records (with a training step counted in both processes); without credentials wandb
+    logs offline with one warning."""
     proc, work_dir = reference_2p.proc, reference_2p.work
     assert (work_dir / f'epoch_{EPOCHS}.pth').is_file()
     rows = [r for r in logged_scalars(work_dir) if 'loss' in r]
@@ -32,6 +33,10 @@ def test_dist_train_two_cpu_processes(reference_2p):
     record = json.loads(records[0].read_text())
     assert (record['method'], record['world_size'], record['total_batch']) == ('mixco', 2, 8)
     assert set(record['protocols']) == set(DEFAULT_PROTOCOLS)
+    # one training step counted in both processes after training (its keys are gathered)
+    compute = record['extra']['compute']
+    assert (compute['encoder_passes'], compute['batch']) == (2.5, 4)
+    assert compute['flops_per_image'] > 0
     assert (records[0].with_suffix('') / 'tsne.png').is_file()
     if importlib.util.find_spec('wandb') is None:  # a GPU image: local logs, one warning
         assert proc.stderr.count('wandb is not installed') == 1

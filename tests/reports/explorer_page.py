@@ -14,7 +14,8 @@ from benchmark.reports.tables import signed
 PHONE = (390, 844)
 DESKTOP = (1280, 800)
 CELLS = ('section', 'eval_data', 'protocol', 'method', 'status', 'n', 'mean', 'delta', 'test',
-         'verdict', 'family', 'time', 'memory')
+         'verdict', 'family', 'time', 'memory', 'passes', 'gflop', 'hardware')
+NOT_COUNTED = '—'  # a training step's count the records do not hold
 SHOWN = """[...document.querySelectorAll('#body > tr[data-index]')].map(tr => Object.fromEntries(
   [...tr.querySelectorAll('td[data-col]')].map(td => [td.dataset.col, td.textContent])))"""
 DETAIL = """(index => {{
@@ -53,6 +54,10 @@ def _fixed(text: str, digits: int) -> str:
     return '' if value is None else f'{value:.{digits}f}'
 
 
+def counted(text: str, places: int) -> str:
+    return _fixed(text, places) or NOT_COUNTED
+
+
 def p_text(text: str) -> str:
     """A p-value as the page writes it: '< 0.0001', else two significant digits."""
     p = _num(text)
@@ -82,7 +87,9 @@ def expected(row: Dict[str, str]) -> Dict[str, str]:
         test=f"{p_text(row['p_signflip'])} ({p_text(row['p_holm'])})" if row['p_holm'] else '',
         verdict=row['verdict'],
         family=f"{row['family']} ({row['family_size']})" if row['family'] else '',
-        time=_fixed(row['time_s_per_epoch'], 1), memory=_fixed(row['peak_memory_gb'], 2))
+        time=_fixed(row['time_s_per_epoch'], 1), memory=_fixed(row['peak_memory_gb'], 2),
+        passes=counted(row['encoder_passes'], 2), gflop=counted(row['gflop_per_image'], 3),
+        hardware='; '.join(h.split(' (')[0] for h in row['hardware'].split('; ')))
 
 
 def shown(browser) -> List[Dict[str, str]]:
@@ -115,6 +122,8 @@ def expected_detail(row: Dict[str, str]) -> Dict[str, str]:
         'time per epoch': f"{_fixed(row['time_s_per_epoch'], 1)} s" if row['time_s_per_epoch']
         else '',
         'peak memory': f"{_fixed(row['peak_memory_gb'], 2)} GB" if row['peak_memory_gb'] else '',
+        'encoder passes': counted(row['encoder_passes'], 2),
+        'GFLOP': counted(row['gflop_per_image'], 3), 'hardware': row['hardware'],
         'total batch': row['total_batch'], 'baseline': row['delta_baseline'],
         'paired Δ': f"{signed(float(row['paired_delta_mean']), fmt)} over "
                     f"{row['paired_delta_n']} seed(s)" if row['paired_delta_mean'] else '',
@@ -143,7 +152,10 @@ def check_detail(found: dict, row: Dict[str, str]) -> None:
     """The detail says what the CSV holds: each pair the CSV decides, and the paired
     differences seed by seed."""
     want = expected_detail(row)
-    assert {k: found['pairs'].get(k) for k in want} == want
+    said = {k: found['pairs'].get(k) for k in want}
+    for key in ('encoder passes', 'GFLOP'):  # the number, then what it is
+        said[key] = (said[key] or '').split(' ')[0]
+    assert said == want
     assert [s['seed'] for s in found['seeds']] == [int(s) for s in row['seeds'].split()]
     fmt = f'.{digits(row)}f'
     assert [s['diff'] for s in found['seeds'] if s['diff']] == [

@@ -3,7 +3,8 @@ expanded and planned by benchmark/suites/ (its methods, variants, settings and s
 run's evaluations and protocols, the online probe where the run's config trains one), and each
 step gets a record as a finished run writes it, its metrics drawn from a seeded RNG: per seed
 a shared level (so paired differences are ordinary), per config/variant an effect, per record
-noise, top-1 quantised to the 360 test images of digits."""
+noise, top-1 quantised to the 360 test images of digits; each record also holds its training
+step's count (encoder passes and FLOPs per image) as a run records it."""
 from typing import Dict, List
 
 import numpy as np
@@ -15,6 +16,19 @@ from benchmark.suites.spec import Suite
 
 STEP = 100 / 360
 ONLINE = 'online_linear'
+# A training step's count as evaluate_run records it (extra.compute): images through the
+# encoders per training image (with a gradient, without) and FLOPs per image, about the forward
+# units times a ResNet-18 forward at 16 px (31.1 MFLOP) and a little for the heads.
+IMAGES = {'mocov2': (1.0, 1.0), 'mixco': (1.5, 1.0)}
+FORWARD_FLOPS = 31_088_640
+
+
+def step_count(method: str, batch: int) -> dict:
+    grad, keys = IMAGES[method]
+    units = 3 * grad + keys
+    return dict(batch=batch, images_with_grad=grad, images_without_grad=keys,
+                encoder_passes=grad + keys, pass_units=units,
+                flops_per_image=round(units * FORWARD_FLOPS * 1.015))
 
 
 def trains_online_probe(config: str, seen: Dict[str, bool]) -> bool:
@@ -65,7 +79,8 @@ def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0) -> List[d
                 config=info['config'], protocols={
                     p: {'settings': {'k': 55} if p == 'knn' else {},
                         'metrics': _metrics(p, top1, rng)} for p in protocols},
-                extra=dict(memory_kind='cpu-max-rss'))
+                extra=dict(memory_kind='cpu-max-rss',
+                           compute=step_count(info['method'], info['total_batch'])))
             record = dict(record, config_sha256=run.config_sha256,
                           setting_sha256=run.setting_sha256, overrides=run.overrides)
             write_record(record, suite.results_dir)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmark.layout import REPO_ROOT
 from benchmark.names import METRIC_FORMATS
+from benchmark.reports.leaderboard import GROUP, section_title
 from benchmark.reports.explorer import ASSETS
 from tests.reports.explorer_page import (DESKTOP, check_detail, choose, detail, expected,
                                          mean_of, open_row, ordered, page_data, read_csv, shoot,
@@ -46,6 +47,27 @@ def seed_values(found: dict, row, records: dict):
         recorded.append(value if isinstance(value, str)
                         else format(value, METRIC_FORMATS[row['main_metric']]))
     return shown_values, recorded
+
+
+def compute_points(browser, row):
+    """What the view of accuracy against compute of `row`'s section is drawn against, and the
+    titles of its points."""
+    title = json.dumps(section_title(row['backbone'], row['pretrain_epochs'], row['pretrain_data']))
+    select = ("document.getElementById([...document.querySelectorAll('#sections h2')].find("
+              f"h => h.textContent === {title}).id + '-compute')")
+    return (browser.evaluate(f'{select}.value'), sorted(browser.evaluate(
+        f"[...{select}.closest('div.figure').querySelectorAll('circle title')]"
+        '.map(t => t.textContent)')))
+
+
+def point_titles(rows, row, column: str):
+    """The titles the page should give the points of `row`'s section against `column`, from
+    the CSV."""
+    section = [r for r in rows if all(r[k] == row[k] for k in GROUP)]
+    return sorted(f"{r['method_label']}, {r['protocol_label']} on {r['eval_data']}: "
+                  f"{float(r['top1_mean']):.2f} at {r[column]}" for r in section
+                  if r['source'] == 'this suite' and r['main_metric'] == 'top1'
+                  and r['top1_mean'] not in ('', 'NA') and r[column])
 
 
 def test_the_explorer_shows_what_the_csv_holds_in_every_state(page_browser, rendered_suite,
@@ -109,6 +131,12 @@ def test_the_demo_suites_committed_explorer(page_browser, tmp_path):
 
     browser.open(page.as_uri(), *DESKTOP)
     assert shown(browser) == [expected(r) for r in rows]
+    # records from before the count: no passes or GFLOP ('—'), accuracy against time
+    assert {c['gflop'] for c in shown(browser)} == {'—'}
+    trained = rows[-1]  # a row of the 30-epoch section (the other: random init)
+    assert trained['pretrain_epochs'] == '30'
+    assert compute_points(browser, trained) == ('time',
+                                                point_titles(rows, trained, 'time_s_per_epoch'))
     shoot(browser, shots, '1-loaded')
     choose(browser, 'protocol', 'kNN')
     knn = [r for r in rows if r['protocol'] == 'knn']
@@ -147,8 +175,13 @@ def test_the_digits_ablation_explorer(page_browser, rendered_ablation, tmp_path)
     variants = {(r.info['method'], r.variant_label) for r in suite.runs}
     assert len(variants) == 8 and {r['seeds'] for r in rows} == {'0 1 2'}
     assert len(rows) == len(variants) * 5  # the default protocols and the online probe
+    passes = {r['method']: float(r['encoder_passes']) for r in rows}
+    assert passes['mixco'] - passes['mocov2'] == 0.5  # MixCo's mixed views
+    assert all(r['gflop_per_image'] and r['hardware'] for r in rows)
     browser.open(page.as_uri(), *DESKTOP)
     assert shown(browser) == [expected(r) for r in rows]
+    assert compute_points(browser, rows[0]) == ('gflop',
+                                                point_titles(rows, rows[0], 'gflop_per_image'))
     shoot(browser, shots, '1-loaded')
     choose(browser, 'protocol', 'kNN')
     knn = [r for r in rows if r['protocol'] == 'knn']

@@ -3,9 +3,9 @@ and the device's name as the harness reports it and files its results under.
 
 Counting model (encoder passes, in units of one forward of one image): a forward costs 1, the
 backward of an image that carries a gradient 2 more, so an image with gradient costs 3 and a key
-without one costs 1. The images are counted on a real step of each member (`encoder_images`:
-forward hooks on its encoders), so a new method is counted as it runs. Per source image (B
-source images per step), what the shipped members count:
+without one costs 1. The images are counted on a real step of each member (`encoder_images` of
+benchmark/evaluation/step_cost.py: forward hooks on its encoders), so a new method is counted as
+it runs. Per source image (B source images per step), what the shipped members count:
 
 | member | images with gradient | keys (no gradient) | units | floor vs baseline |
 |---|---|---|---|---|
@@ -24,10 +24,13 @@ count of a real step (forward + backward) includes them, so both floors are repo
 import os
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+
+# The counting itself (shared with evaluate_run, which records each run's count) lives in
+# benchmark/evaluation/step_cost.py; these names stay importable from here.
+from benchmark.evaluation.step_cost import count_flops, encoder_images, pass_units  # noqa: F401
 
 # Dense tensor-core peaks in TFLOP/s (NVIDIA data sheets, SXM parts), matched as substrings of
 # torch.cuda.get_device_name(); fp32 is the non-tensor-core rate.
@@ -39,54 +42,10 @@ PEAK_TFLOPS: Dict[str, Dict[str, float]] = {
 NO_PEAK = 'no peak known'
 
 
-def encoder_images(model: torch.nn.Module, step: Callable[[], object],
-                   batch: int) -> Tuple[float, float]:
-    """(images with gradient, images without) per source image that `step()` passes through
-    the model's encoders: the outermost modules of its backbone's class (a key encoder is a
-    copy of it), counted by forward hooks; an image has a gradient where the encoder's output
-    carries one (a frozen encoder's pass is a key's, with or without no_grad).
-
-    Raises:
-        ValueError: Where no image passed through an encoder with a gradient (no floor).
-    """
-    kind, counts = type(model.backbone), [0, 0]
-    found = [m for m in model.modules() if type(m) is kind]
-    inner = {id(d) for m in found for d in m.modules() if d is not m}
-
-    def count(module, args, kwargs, output) -> None:
-        images = args[0] if args else next(iter(kwargs.values()))
-        counts[0 if getattr(output, 'requires_grad', False) else 1] += images.shape[0]
-    hooks = [m.register_forward_hook(count, with_kwargs=True) for m in found
-             if id(m) not in inner]
-    try:
-        step()
-    finally:
-        for hook in hooks:
-            hook.remove()
-    if not counts[0]:
-        raise ValueError(f'{type(model).__name__}: no image passed through its encoders '
-                         f'({kind.__name__}) with a gradient in a step')
-    return counts[0] / batch, counts[1] / batch
-
-
-def pass_units(images: Tuple[float, float]) -> float:
-    """Encoder forward units per source image: 3 per image with gradient, 1 per key."""
-    grad, keys = images
-    return 3 * grad + keys
-
-
 def floor_passes(images: Tuple[float, float], baseline: Tuple[float, float]) -> float:
     """The counting model's time ratio of a member over its baseline, from their
     `encoder_images` (table in the docstring)."""
     return pass_units(images) / pass_units(baseline)
-
-
-def count_flops(fn) -> int:
-    """FLOPs (2 per multiply-add) of the matrix products and convolutions fn() runs, backward
-    included when fn() calls it; elementwise work is not counted."""
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
 
 
 def peak_tflops(device_name: str, precision: str) -> Optional[float]:

@@ -6,7 +6,7 @@ const DATA = JSON.parse(document.getElementById('data').textContent);
 const SVG = 'http://www.w3.org/2000/svg';
 const ROWS = DATA.rows.map((row, index) => Object.assign({}, row, {index,
   csv: Object.fromEntries(DATA.columns.map((name, i) => [name, row.csv[i]])),
-  seeds: row.seeds.map(s => Object.assign({}, s, {versions: DATA.shared[s.versions], cpu: DATA.shared[s.cpu]}))}));
+  seeds: row.seeds.map(s => Object.assign({}, s, {versions: DATA.shared[s.versions]}))}));
 
 function el(tag, attrs, ...children) {
   const node = tag.startsWith('svg:') ? document.createElementNS(SVG, tag.slice(4))
@@ -34,6 +34,9 @@ const signed = (value, digits) => {
   return Number(text) === 0 ? '+' + text.replace('-', '') : (value > 0 ? '+' + text : text);
 };
 const pValue = text => { const p = num(text); return p === null ? '' : (p < 1e-4 ? '< 0.0001' : Number(p.toPrecision(2)).toString()); };
+// A training step's count (encoder passes, GFLOP per image); '—' where the records hold none.
+const counted = (text, digits) => (num(text) === null ? '—' : fixed(num(text), digits));
+const device = hardware => hardware.split('; ').map(h => h.split(' (')[0]).join('; ');  // CPU and cores: the detail
 const main = row => row.csv.main_metric;
 const mean = row => num(row.csv[main(row) + '_mean']);
 const variant = row => row.csv.overrides || row.csv.variant || 'as shipped';
@@ -64,6 +67,12 @@ const COLUMNS = [
    cell: r => fixed(num(r.csv.time_s_per_epoch), 1)},
   {key: 'memory', head: 'peak GB', num: true, wide: true, sort: r => num(r.csv.peak_memory_gb),
    cell: r => fixed(num(r.csv.peak_memory_gb), 2)},
+  {key: 'passes', head: 'passes', num: true, sort: r => num(r.csv.encoder_passes),
+   cell: r => counted(r.csv.encoder_passes, 2), about: 'encoder passes per training image in a training step'},
+  {key: 'gflop', head: 'GFLOP', num: true, sort: r => num(r.csv.gflop_per_image),
+   cell: r => counted(r.csv.gflop_per_image, 3), about: 'GFLOP per training image of a training step, forward and backward'},
+  {key: 'hardware', head: 'on', wide: true, sort: r => r.csv.hardware, cell: r => device(r.csv.hardware),
+   about: 'the hardware the time and memory were measured on (in full in the detail)'},
 ];
 
 const FILTERS = [
@@ -167,7 +176,7 @@ function buildHead() {
     const th = el('th', {scope: 'col', class: cls(column), 'data-col': column.key});
     if (column.sort) {
       th.setAttribute('aria-sort', 'none');
-      th.append(el('button', {type: 'button', onclick: () => sortBy(column.key), text: column.head}));
+      th.append(el('button', {type: 'button', onclick: () => sortBy(column.key), text: column.head, title: column.about}));
     } else th.textContent = column.head;
     head.append(th);
   }
@@ -194,7 +203,7 @@ function render() {
                                  onclick: () => toggle(row.index), text: open ? '−' : '+'})));
     for (const column of COLUMNS) {
       const value = column.cell(row);
-      const td = el('td', {'data-col': column.key, class: cls(column)});
+      const td = el('td', {'data-col': column.key, class: cls(column), title: column.key === 'hardware' ? row.csv.hardware : null});
       if (column.key === 'verdict' && value) td.className = `verdict-${value.split(' ')[0]}`;
       td.append(value);
       tr.append(td);
@@ -238,7 +247,6 @@ function detail(row) {
       el('td', {text: s.commit ? s.commit.slice(0, 10) + (s.dirty ? ' (dirty)' : '') : ''}), el('td', {}, links(s))))));
   const overrides = Object.entries(row.overrides).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ');
   const versions = [...new Set(row.seeds.map(s => Object.entries(s.versions).map(([k, v]) => `${k} ${v}`).join(', ')))].join(' | ');
-  const hosts = [...new Set(row.seeds.map(s => s.cpu).filter(Boolean))].join(' | ');
   return el('div', {class: 'detail-grid'}, el('div', {}, seeds),
     pairs([['section', row.section], ['row', c.method_label], ['method', c.method], ['overrides', overrides || 'none (as shipped)'],
            ['protocol', c.protocol_label], ['protocol settings', c.protocol_settings || 'not recorded'], ['status', c.status],
@@ -246,8 +254,11 @@ function detail(row) {
              + (num(c[c.main_metric + '_std']) === null ? '' : ` ± ${fixed(num(c[c.main_metric + '_std']), row.digits)}`) + ` (n=${c[c.main_metric + '_n']})`],
            ['interval', c.ci_low !== '' ? `[${fixed(num(c.ci_low), row.digits)}, ${fixed(num(c.ci_high), row.digits)}] (${(100 * num(c.ci_level)).toPrecision(3)}%)`
              : c.range_low !== '' && num(c[c.main_metric + '_n']) > 1 ? `range [${fixed(num(c.range_low), row.digits)}, ${fixed(num(c.range_high), row.digits)}]` : ''],
-           ['time per epoch', c.time_s_per_epoch === '' ? '' : `${fixed(num(c.time_s_per_epoch), 1)} s`], ['peak memory', c.peak_memory_gb === '' ? '' : `${fixed(num(c.peak_memory_gb), 2)} GB`],
-           ['total batch', c.total_batch], ['setting', c.setting_sha256 ? c.setting_sha256.slice(0, 12) : ''], ['host', hosts], ['versions', versions], ['note', c.note]]),
+           ['setting', c.setting_sha256 ? c.setting_sha256.slice(0, 12) : ''], ['versions', versions], ['note', c.note]]),
+    pairs([['time per epoch', c.time_s_per_epoch === '' ? '' : `${fixed(num(c.time_s_per_epoch), 1)} s`], ['peak memory', c.peak_memory_gb === '' ? '' : `${fixed(num(c.peak_memory_gb), 2)} GB`],
+           ['encoder passes', num(c.encoder_passes) === null ? '— (not counted in its records)' : `${counted(c.encoder_passes, 2)} per training image, through the encoders`],
+           ['GFLOP', num(c.gflop_per_image) === null ? '— (not counted in its records)' : `${counted(c.gflop_per_image, 3)} per training image, a training step (forward and backward)`],
+           ['hardware', c.hardware], ['total batch', c.total_batch]]),
     pairs([['baseline', c.delta_baseline], ['paired Δ', c.paired_delta_mean === '' ? '' : `${signed(num(c.paired_delta_mean), row.digits)} over ${c.paired_delta_n} seed(s)`],
            ['Δ interval', c.paired_ci_low === '' ? '' : `[${signed(num(c.paired_ci_low), row.digits)}, ${signed(num(c.paired_ci_high), row.digits)}] (${(100 * num(c.paired_ci_level)).toPrecision(3)}%)`],
            ['sign-flip p', pValue(c.p_signflip)], ['Holm p', pValue(c.p_holm)], ['verdict', c.verdict], ['family', c.family ? `${c.family} (${c.family_size})` : ''],
@@ -280,7 +291,8 @@ function profileFigure(title, data) {
   return el('figure', {class: 'figure'}, svg, el('figcaption', {class: 'legend'}, data.profile.map((m, i) => el('span', {style: `color:${COLOURS[i % COLOURS.length]}`, text: `— ${m.method}`}))));
 }
 
-const COMPUTE = {time: ['time_s_per_epoch', 'time per epoch (s)'], memory: ['peak_memory_gb', 'peak memory (GB)']};
+const COMPUTE = {gflop: ['gflop_per_image', 'GFLOP per training image'], passes: ['encoder_passes', 'encoder passes per training image'],
+                 time: ['time_s_per_epoch', 'time per epoch (s)'], memory: ['peak_memory_gb', 'peak memory (GB)']};
 
 function computeFigure(title, rows, which) {
   const [key, label] = COMPUTE[which];
@@ -327,8 +339,9 @@ function buildSections() {
     const id = `section-${titles.indexOf(title)}`;
     const holder = el('div', {class: 'figure'});
     const select = el('select', {id: `${id}-compute`, onchange: () => holder.replaceChildren(computeFigure(title, rows, select.value))},
-                      el('option', {value: 'time', text: 'time per epoch'}), el('option', {value: 'memory', text: 'peak memory'}));
-    holder.append(computeFigure(title, rows, 'time'));
+                      Object.entries(COMPUTE).map(([value, [, text]]) => el('option', {value, text})));
+    select.value = rows.some(r => num(r.csv.gflop_per_image) !== null) ? 'gflop' : 'time';  // counted, else timed
+    holder.append(computeFigure(title, rows, select.value));
     host.append(el('section', {'aria-labelledby': id},
       el('h2', {id, text: title}),
       data ? el('div', {class: 'scroll', tabindex: 0, 'aria-label': 'aggregates across tasks, scrollable'}, aggregateTable(data)) : el('p', {class: 'note', text: 'No method compared with its baseline over the tasks here: no aggregates.'}),
