@@ -57,6 +57,9 @@ fi
 # import or load a checkpoint is acted on after their first step instead of killing them.
 # They inherit torchrun's blocked mask, so one that comes before their interpreter has
 # started stays pending until the hold is in place, which then unblocks and records it.
+# This script killed (SIGKILL, which it cannot pass on): the kernel kills torchrun, whose end
+# sends each training process SIGTERM (both through PR_SET_PDEATHSIG), which they take as a
+# pre-emption; nothing trains on unseen, and a --resume started at once waits for them to go.
 if [ -n "$STOP" ]; then
   echo "stopped by SIG$STOP before training started; nothing to save" >&2
   if [ "$STOP" = INT ]; then exit 130; else exit 143; fi
@@ -78,6 +81,8 @@ check, torchrun = sys.argv[4:5 + int(given)], sys.argv[5 + int(given):]
 env = dict(os.environ)  # torchrun and its processes get it back as it was
 del os.environ["TRAIN_HOLD_SIGNALS"]  # kept blocked here (in every thread the check starts)
 del os.environ["TRAIN_EXIT_CODE_FILE"]  # the check says its own error, once
+from benchmark.engine.held_signals import with_launcher
+with_launcher(signal.SIGKILL)  # this script killed: torchrun goes, its processes save and exit
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
 sys.argv[0] = train_py  # argparse names the tool in its messages
 train = runpy.run_path(train_py, run_name="dist_train_check")

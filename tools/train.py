@@ -29,7 +29,8 @@ from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.preemption import PreemptionHook, tell_launcher
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
-from benchmark.engine.work_dir_lock import (WorkDirBusy, check_work_dir_free, hold_work_dir, release_work_dir)
+from benchmark.engine.work_dir_lock import (RESUME_WAIT_S, WorkDirBusy, check_work_dir_free,
+                                           hold_work_dir, release_work_dir)
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
 from benchmark.exit_codes import DIVERGED_EXIT_CODE, WORK_DIR_BUSY_EXIT_CODE
 
@@ -62,11 +63,12 @@ def build_runner(args: argparse.Namespace) -> tuple:
     one process, before it starts the processes)."""
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
+    wait_s = RESUME_WAIT_S if args.resume else 0.0  # the stopped job may still be saving
     if args.check_only:
         if os.environ.get('NODE_RANK', '0') == '0':  # several machines: node 0's trainer holds it
-            check_work_dir_free(cfg.work_dir)
+            check_work_dir_free(cfg.work_dir, wait_s)
         return None, None
-    hold_work_dir(cfg.work_dir)  # rank 0, until this process ends: one trainer per work dir
+    hold_work_dir(cfg.work_dir, wait_s)  # rank 0, until this process ends: one trainer per dir
     if args.resume:  # chosen once the work dir is ours (another trainer may be writing there)
         cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher, args.resume)
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
@@ -116,9 +118,8 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
     cfg = runner.cfg
     runner.register_hook(ProgressHook())  # epoch, ETA and progress.json; not a config key
     if not args.no_eval:  # inside the run, so the metrics reach its still-open wandb run
-        runner.register_hook(AfterTrain(lambda r: evaluate_run(r, cfg, args.results_dir,
-                                                               **identity)),
-                             priority='LOWEST')
+        runner.register_hook(AfterTrain(lambda r, trained: evaluate_run(
+            r, cfg, args.results_dir, trained=trained, **identity)), priority='LOWEST')
     try:
         runner.train()
     except DivergedError as err:

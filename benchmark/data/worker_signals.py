@@ -6,16 +6,18 @@ the DataLoader workers included. torch's workers die of a SIGTERM that does not 
 trainer, and the trainer then fails at its next batch ("DataLoader worker ... is killed by signal:
 Terminated") instead of finishing its step and saving. `WorkerSignals` (a ``worker_init_fn``
 wrapper) makes a worker ignore SIGTERM and SIGUSR1 from anyone but its trainer: the trainer
-decides, saves, and its exit ends the workers as usual. A SIGTERM from the trainer itself
+decides, saves, ends its workers (`stop_workers`) and exits. A SIGTERM from the trainer itself
 (torch's shutdown of a worker that did not stop in time) still ends the worker at once, as it
 does in torch.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
-from typing import Callable, Optional
+import time
+from typing import Callable, List, Optional
 
 LEFT_TO_TRAINER = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -73,3 +75,22 @@ def protect_loader_workers(loader) -> None:
     (set before its first iterator is made; a loader without workers is left alone)."""
     if getattr(loader, 'num_workers', 0) and not isinstance(loader.worker_init_fn, WorkerSignals):
         loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
+
+
+def stop_workers(timeout_s: float = 5.0) -> List[int]:
+    """End the processes this one started through multiprocessing (the loader workers) and
+    join them, for an exit that skips the interpreter's teardown (``os._exit``): SIGTERM from
+    their trainer ends them at once; one still there after ``timeout_s`` seconds is killed
+    (they only read data). The pids that had to be killed."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + timeout_s
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+    killed = [child.pid for child in children if child.is_alive()]
+    for child in children:
+        if child.is_alive():
+            child.kill()
+            child.join(1.0)
+    return killed

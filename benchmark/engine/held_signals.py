@@ -9,7 +9,13 @@ calls `hold` first thing; `PreemptionHook` takes a held signal over when the tra
 again. tools/dist_train.sh asks for it (TRAIN_HOLD_SIGNALS=1) for its training processes:
 importing this module then holds at once; it is the first thing tools/train.py imports and
 uses the standard library only, so holding starts before the heavy imports.
+
+Such a process also ends with its launcher (`with_launcher`): if torchrun dies (killed, or
+killed because tools/dist_train.sh was), the kernel sends it SIGTERM (Linux's
+PR_SET_PDEATHSIG), which it takes as a pre-emption: it saves and exits rather than train on
+unseen, holding its work dir.
 """
+import ctypes
 import os
 import signal
 from typing import List, Optional
@@ -49,5 +55,24 @@ def release() -> None:
         os.kill(os.getpid(), getattr(signal, name))
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def with_launcher(sig: int = signal.SIGTERM) -> bool:
+    """Linux: have the kernel send ``sig`` to this process when its parent (the launcher) ends;
+    one that has ended already (this process is an orphan) sends it at once. False where prctl
+    is not there."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return False
+    if prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        return False
+    if os.getppid() == 1:  # the launcher went before the call
+        os.kill(os.getpid(), sig)
+    return True
+
+
 if os.environ.get(HOLD_ENV) == '1':
     hold()
+    with_launcher()

@@ -14,7 +14,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from benchmark import dist
-from benchmark.data.worker_signals import protect_loader_workers
+from benchmark.data.worker_signals import protect_loader_workers, stop_workers
 from benchmark.engine.checkpoint_hook import SafeCheckpointHook
 from benchmark.engine import held_signals
 from benchmark.engine.deferred_log import logger_interval, reads_logs
@@ -131,7 +131,8 @@ class PreemptionHook(Hook):
         self._exit(runner, saver.save_epoch(runner), runner.iter)
 
     def _exit(self, runner, path: str, done: int) -> None:
-        """Say what was saved after iteration ``done``, mark the work dir, exit 143."""
+        """Say what was saved after iteration ``done``, mark the work dir, end the loader
+        workers, exit 143."""
         runner.logger.warning(
             f'{self.received or "signal on another process"}: saved {path} after iteration '
             f'{done}; exiting with {PREEMPTED_EXIT_CODE} (resume with --resume)')
@@ -140,6 +141,9 @@ class PreemptionHook(Hook):
                 handle.write(f'{done}\n')
         tell_launcher(PREEMPTED_EXIT_CODE)
         dist.barrier()
+        killed = stop_workers()  # exit means free: nothing of this process outlives it
+        if killed:
+            runner.logger.warning(f'loader workers {killed} did not stop in time: killed')
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(PREEMPTED_EXIT_CODE)  # no teardown that could hang on a half-gone job

@@ -6,7 +6,10 @@ refuses in one line, naming the holder, and exits with `WORK_DIR_BUSY_EXIT_CODE`
 
 The lock is `fcntl.flock` on the file: the kernel releases it when the holding process ends,
 however it ends (SIGKILL included), so a dead trainer never blocks its work dir and there is
-nothing to clean up. The file holds the holder's pid, host and start time, for the message; it
+nothing to clean up. A flock belongs to the open file, which a forked child (a loader worker)
+would share and keep locked after its trainer ended: every child forked while this process
+holds locks closes its copies first thing (`os.register_at_fork`), which leaves the parent's
+lock held; exec'd children never get them (O_CLOEXEC). The file holds the holder's pid, host and start time, for the message; it
 is never deleted (a process that deleted it while another waited on it would let a third lock a
 new file of the same name). `Lock` is the lock a caller takes: flock where the file system's
 flock holds across machines, else a lease (`benchmark.engine.lease_lock`); it is used for other
@@ -14,6 +17,11 @@ files too (a suite's run claims).
 
 Within one process, taking the lock of a work dir it already holds is a no-op: a tool called
 twice in one process (its tests) trains, then resumes, in one work dir.
+
+A resume may start the moment a stopped trainer's exit status is known, while something of
+that job still holds the lock (the trainers of a job whose launcher was killed save their
+checkpoint before they exit): ``wait_s`` makes it wait that long for the holder to go, saying
+so, before it refuses.
 """
 from __future__ import annotations
 
@@ -24,8 +32,10 @@ import json
 import os
 import os.path as osp
 import socket
+import sys
 import time
-from typing import Dict, Optional
+import weakref
+from typing import Callable, Dict, Optional
 
 from benchmark import dist
 from benchmark.engine.lease_lock import LeaseLock, flock_is_coherent
@@ -38,6 +48,26 @@ NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 class LocksUnsupported(OSError):
     """The file system of a lock file does not support flock."""
+
+
+_OPEN: 'weakref.WeakSet[FileLock]' = weakref.WeakSet()  # flocks this process holds
+
+
+def _close_in_child() -> None:
+    """In a child just forked: close its copies of the parent's flock descriptors. The lock
+    stays the parent's (its own descriptor keeps the open file); the child, a loader worker
+    that may outlive its trainer by seconds, no longer keeps it."""
+    for lock in list(_OPEN):
+        fd, lock.fd = lock.fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 class FileLock:
@@ -78,6 +108,7 @@ class FileLock:
                                        self.path) from None
             raise
         self.fd = fd
+        _OPEN.add(self)
         if note:
             text = json.dumps(dict(pid=os.getpid(), host=socket.gethostname(),
                                    since=time.strftime('%Y-%m-%d %H:%M:%S %Z')))
@@ -89,6 +120,7 @@ class FileLock:
         """Give the lock up (closing the file releases it)."""
         if self.fd is not None:
             fd, self.fd = self.fd, None
+            _OPEN.discard(self)
             os.close(fd)
 
     def holder(self) -> Holder:
@@ -168,13 +200,37 @@ def lock_path(work_dir: str) -> str:
     return osp.join(work_dir, TRAINER_LOCK)
 
 
-def hold_work_dir(work_dir: str) -> Optional[Lock]:
+RESUME_WAIT_S = 120.0  # how long a resume waits for a stopped job's holder to go
+
+
+def _wait_free(work_dir: str, holder: Holder, wait_s: float, free: Callable[[], bool],
+               say: Callable[[str], None]) -> bool:
+    """Poll ``free`` for up to ``wait_s`` seconds, saying first who is waited for; True once it
+    is (saying after how long), False if the time ran out."""
+    say(f'work dir {work_dir} is still held by {holder.describe()}; waiting up to '
+        f'{wait_s:.0f} s for it to end')
+    start = time.monotonic()
+    while time.monotonic() - start < wait_s:
+        time.sleep(0.2)
+        if free():
+            say(f'work dir {work_dir} is free after {time.monotonic() - start:.1f} s')
+            return True
+    return False
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def hold_work_dir(work_dir: str, wait_s: float = 0.0,
+                  say: Callable[[str], None] = _say) -> Optional[Lock]:
     """On rank 0: take the work dir's trainer lock for this process's lifetime (None on other
     ranks). A lease whose holder has stopped renewing it (a node that failed; the job is being
-    requeued) is waited for until it expires, rather than refused.
+    requeued) is waited for until it expires, rather than refused; a live holder, for up to
+    ``wait_s`` seconds (a resume right after a stop: see the module's docstring).
 
     Raises:
-        WorkDirBusy: Another live process holds it.
+        WorkDirBusy: Another live process holds it (after ``wait_s``).
     """
     if not dist.is_main():
         return None
@@ -186,6 +242,8 @@ def hold_work_dir(work_dir: str) -> Optional[Lock]:
     while not taken and isinstance(lock.impl, LeaseLock) and lock.impl.stale():
         time.sleep(lock.impl.lease_s / 8)
         taken = lock.try_acquire()
+    if not taken and wait_s > 0:
+        taken = _wait_free(work_dir, lock.holder(), wait_s, lock.try_acquire, say)
     if not taken:
         raise WorkDirBusy(work_dir, lock.holder())
     _HELD[key] = lock
@@ -200,14 +258,21 @@ def release_work_dir(work_dir: str) -> None:
         lock.release()
 
 
-def check_work_dir_free(work_dir: str) -> None:
-    """Raise WorkDirBusy if another process trains in ``work_dir`` now (nothing is created).
+def check_work_dir_free(work_dir: str, wait_s: float = 0.0,
+                        say: Callable[[str], None] = _say) -> None:
+    """Raise WorkDirBusy if another process trains in ``work_dir`` now, having waited up to
+    ``wait_s`` seconds for it to go (nothing is created).
 
     Raises:
         WorkDirBusy: Another live process holds its trainer lock.
     """
     if osp.realpath(work_dir) in _HELD:
         return
-    holder = Lock(lock_path(work_dir)).probe()
+    lock = Lock(lock_path(work_dir))
+    holder = lock.probe()
+    if holder is not None and wait_s > 0:
+        if _wait_free(work_dir, holder, wait_s, lambda: lock.probe() is None, say):
+            return
+        holder = lock.holder()
     if holder is not None:
         raise WorkDirBusy(work_dir, holder)

@@ -156,12 +156,19 @@ def online_results(runner) -> Dict[str, dict]:
 def evaluate_run(runner, cfg: Config, results_dir: str,
                  protocols: Sequence[str] = DEFAULT_PROTOCOLS,
                  config_text: Optional[str] = None,
-                 setting: Optional[dict] = None) -> Optional[Path]:
+                 setting: Optional[dict] = None, trained: bool = True) -> Optional[Path]:
     """The default protocols on the pretraining data's splits (and, for a supervised model,
     the `supervised` protocol: its own classifier on the val split); rank 0 writes the record
     (with the online protocols' final values), the run report, and logs the metrics to the
     run's wandb run (if any). Everything runs on the training device (the backbone's).
-    `config_text`: what config_sha256 hashes (default: the whole config)."""
+    `config_text`: what config_sha256 hashes (default: the whole config). A resume that
+    ``trained`` nothing (the run had ended) and whose final checkpoint has a record in
+    ``results_dir`` already writes no second one: that record's path."""
+    last = layout.epoch_checkpoint(cfg.work_dir, runner.epoch)
+    before = None if trained else recorded_before(results_dir, last)
+    if not dist.any_process(before is None):
+        runner.logger.info(f'nothing left to train; {last} was evaluated before: {before}')
+        return before
     model = dist.unwrap(runner.model)
     info = _run_info(runner).info(runner)
     skipped = getattr(runner.train_dataloader.dataset, 'skipped_files', 0)  # bad_data=skip
@@ -183,7 +190,6 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     if own_head is not None:
         results['supervised'] = own_head
     results.update(online_results(runner))
-    last = layout.epoch_checkpoint(cfg.work_dir, runner.epoch)
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
                              last if osp.isfile(last) else None,
                              cfg.pretty_text if config_text is None else config_text,
@@ -213,17 +219,35 @@ def record_divergence(runner, cfg: Config, results_dir: str, message: str,
     return write_record(record, results_dir)
 
 
+def recorded_before(results_dir: str, checkpoint: str) -> Optional[Path]:
+    """The record in ``results_dir`` of an evaluation of ``checkpoint`` (the same file), if any."""
+    target = osp.realpath(checkpoint)
+    for path in sorted(layout.records_dir(results_dir).glob('*.json')):
+        try:
+            named = json.loads(path.read_text(encoding='utf-8')).get('checkpoint')
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if isinstance(named, str) and osp.realpath(named) == target:
+            return path
+    return None
+
+
 class AfterTrain(Hook):
-    """Call a function once training has ended, before the loggers close (so the metrics reach
-    the run's still-open wandb run)."""
+    """Call ``fn(runner, trained)`` once training has ended, before the loggers close (so the
+    metrics reach the run's still-open wandb run); ``trained``: whether this process trained
+    any iteration (a resume of a run that had ended trains none)."""
 
     priority = 'LOWEST'
 
     def __init__(self, fn: Callable) -> None:
         self.fn = fn
+        self.started_at: Optional[int] = None
+
+    def before_train(self, runner) -> None:
+        self.started_at = runner.iter  # after a resume: the checkpoint's iteration
 
     def after_train(self, runner) -> None:
-        self.fn(runner)
+        self.fn(runner, self.started_at is None or runner.iter > self.started_at)
 
 
 # -- any checkpoint (tools/eval.py) --------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Loader workers and pre-emption signals: a real DataLoader worker ignores SIGTERM and SIGUSR1
 sent by another process (a scheduler signalling the whole job) and keeps serving batches, still
 ends on a SIGTERM from its trainer, and runs the loader's own worker_init_fn; without the
-wrapper, torch's worker dies of the same SIGTERM and the next batch fails."""
+wrapper, torch's worker dies of the same SIGTERM and the next batch fails. The trainer's
+pre-emption exit ends and joins them at once (`stop_workers`)."""
 import os
 import signal
 import subprocess
@@ -122,3 +123,53 @@ def test_a_worker_with_other_threads_ignores_the_signals_outright(subprocess_env
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.split() == ['alive']
+
+
+STOPPED = """
+import os, signal, time
+from torch.utils.data import DataLoader
+from benchmark.data.worker_signals import protect_loader_workers, stop_workers
+from tests.data.test_worker_signals import WorkerPids
+loader = DataLoader(WorkerPids(), batch_size=1, num_workers=2, persistent_workers=True)
+protect_loader_workers(loader)
+it = iter(loader)
+pids = sorted({next(it)[0, 0].item() for _ in range(8)})
+start = time.monotonic()
+killed = stop_workers(timeout_s=5.0)
+fast = time.monotonic() - start < 5.0
+alive = [p for p in pids if os.path.exists(f'/proc/{p}') and
+         open(f'/proc/{p}/stat').read().split(')')[1].split()[0] != 'Z']
+print(len(pids), killed, alive, fast)
+"""
+
+
+def test_stop_workers_ends_and_joins_the_loader_workers_at_once(subprocess_env):
+    """What the pre-emption exit calls before os._exit: the protected workers take their
+    trainer's SIGTERM, are joined, and nothing of them is left (no process, no zombie)."""
+    import sys
+    proc = subprocess.run([sys.executable, '-c', STOPPED], env=subprocess_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ['2', '[]', '[]', 'True']
+
+
+STUBBORN = """
+import multiprocessing, signal, time
+from benchmark.data.worker_signals import stop_workers
+def stubborn():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+child = multiprocessing.get_context('fork').Process(target=stubborn, daemon=True)
+child.start()
+time.sleep(0.5)
+start = time.monotonic()
+print(stop_workers(timeout_s=0.5) == [child.pid], child.is_alive(), time.monotonic() - start < 5)
+"""
+
+
+def test_a_worker_that_does_not_stop_is_killed_after_the_timeout(subprocess_env):
+    import sys
+    proc = subprocess.run([sys.executable, '-c', STUBBORN], env=subprocess_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ['True', 'False', 'True']

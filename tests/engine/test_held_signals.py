@@ -130,3 +130,37 @@ def test_dist_train_stopped_during_its_config_check_starts_nothing(tmp_path, sub
     assert err.strip().splitlines()[-1] == (f'stopped by {sig.name} before training started; '
                                             'nothing to save')
     assert not list(Path(tmp_path / 'w').glob('*/*.log'))
+
+
+LAUNCHED = """
+import os, signal, subprocess, sys, time
+child = '''
+import os, signal, sys, time
+import benchmark.engine.held_signals as h   # TRAIN_HOLD_SIGNALS=1: holds, and ends with its launcher
+print(os.getpid(), flush=True)
+for _ in range(300):
+    if h.take():
+        print('SIGTERM held after the launcher died', flush=True)
+        break
+    time.sleep(0.05)
+'''
+proc = subprocess.Popen([sys.executable, '-c', child], stdout=sys.stdout)
+time.sleep(float(sys.argv[1]))
+os._exit(0)  # the launcher dies (as a SIGKILLed torchrun would), leaving its child
+"""
+
+
+def test_a_training_process_is_told_when_its_launcher_dies():
+    """A process started by tools/dist_train.sh gets SIGTERM (PR_SET_PDEATHSIG) the moment
+    torchrun ends, and holds it as a pre-emption: it saves and exits rather than train on
+    unseen, holding its work dir; started by nothing of the kind, nothing is set."""
+    out = subprocess.run([sys.executable, '-c', LAUNCHED, '3'], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), TRAIN_HOLD_SIGNALS='1'))
+    pid, *said = out.stdout.splitlines()
+    for _ in range(100):  # the orphan says it, then ends
+        if not Path(f'/proc/{pid}').exists():
+            break
+        time.sleep(0.1)
+    said = said or []
+    assert said == ['SIGTERM held after the launcher died'], (out.stdout, out.stderr)

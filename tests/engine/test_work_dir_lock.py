@@ -1,6 +1,7 @@
 """One trainer per work dir: the lock held by another process refuses a second trainer in one
 line naming it (pid, host, since), tools/train.py and tools/dist_train.sh exit 75 with that line
-before reading any data, and a holder killed with SIGKILL blocks nothing."""
+before reading any data, and a holder killed with SIGKILL blocks nothing; nor does a forked
+child that outlives its trainer, and a resume waits a bounded time for a holder to go."""
 import errno
 import os
 import re
@@ -8,6 +9,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +147,7 @@ def test_train_refuses_a_held_work_dir_in_one_line_before_reading_data(tmp_path,
     the race: the code reaches tools/dist_train.sh (torchrun would end the job with 1)."""
     from tools import train
     monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
+    monkeypatch.setattr(train, 'RESUME_WAIT_S', 0.0)  # a resume waits for the holder at first
     proc = holder(tmp_path / 'w')
     code, out, err, _ = run_main(train, 'configs/mixco_r18_tiny.py', '--work-dir', tmp_path / 'w',
                                  '--resume', '--cfg-options',
@@ -184,3 +188,78 @@ def test_dist_train_says_it_once_before_starting_torchrun(tmp_path, holder, subp
     assert len(lines) == 1 and BUSY.fullmatch(lines[0][len('error: '):]), lines
     assert f'pid {proc.pid} ' in lines[0]
     assert not list(Path(tmp_path / 'w').glob('*/*.log'))  # nothing started
+
+
+FORKED = """
+import multiprocessing, os, sys, time
+from benchmark.engine.work_dir_lock import hold_work_dir, lock_path
+hold_work_dir(sys.argv[1])
+def child(path):
+    fds = [os.readlink(f'/proc/self/fd/{fd}') for fd in os.listdir('/proc/self/fd')]
+    print('child holds a copy:', os.path.realpath(path) in fds, flush=True)
+    time.sleep(60)
+worker = multiprocessing.get_context('fork').Process(target=child, args=(lock_path(sys.argv[1]),))
+worker.start()
+print(worker.pid, flush=True)
+sys.stdin.readline()
+os._exit(0)  # as the pre-emption exit does: no teardown, the child is left running
+"""
+
+
+def test_a_forked_child_does_not_keep_the_lock_after_its_trainer(tmp_path, subprocess_env):
+    """A loader worker (a forked child) closes its copy of the lock at fork: the trainer keeps
+    the lock while it runs, and the moment it exits the work dir is free, although the child
+    still runs (before, the child's copy kept the flock, and a resume exited 75)."""
+    proc = subprocess.Popen([sys.executable, '-c', FORKED, str(tmp_path)], env=subprocess_env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(proc.stdout.readline())
+        assert proc.stdout.readline().strip() == 'child holds a copy: False'
+        with pytest.raises(WorkDirBusy):
+            check_work_dir_free(str(tmp_path))  # the trainer's own lock stays
+        proc.stdin.write('\n')
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+        assert Path(f'/proc/{child}').exists()  # its child lives on, and holds nothing
+        lock = hold_work_dir(str(tmp_path))
+        assert lock.held
+    finally:
+        release_work_dir(str(tmp_path))
+        if proc.poll() is None:
+            proc.kill()
+        subprocess.run(['pkill', '-KILL', '-f', str(tmp_path)], check=False)
+
+
+def test_a_resume_waits_a_bounded_time_for_a_holder_that_goes_and_says_so(tmp_path, holder):
+    proc = holder(tmp_path)
+    said = []
+    threading.Timer(0.6, lambda: (proc.stdin.close(), proc.wait())).start()
+    lock = hold_work_dir(str(tmp_path), wait_s=60, say=said.append)
+    try:
+        assert lock.held
+        assert said[0] == (f'work dir {tmp_path} is still held by pid {proc.pid} on host '
+                           f'{socket.gethostname()} since {read_holder_since(said[0])}; waiting up '
+                           'to 60 s for it to end')
+        assert re.fullmatch(rf'work dir {re.escape(str(tmp_path))} is free after \d+\.\d s',
+                            said[1]), said
+    finally:
+        release_work_dir(str(tmp_path))
+
+
+def read_holder_since(line: str) -> str:
+    return line.split(' since ')[1].split(';')[0]
+
+
+def test_a_holder_that_stays_is_refused_after_the_wait(tmp_path, holder):
+    proc = holder(tmp_path)
+    said = []
+    start = time.monotonic()
+    with pytest.raises(WorkDirBusy) as busy:
+        hold_work_dir(str(tmp_path), wait_s=0.5, say=said.append)
+    assert 0.5 <= time.monotonic() - start < 30
+    assert f'pid {proc.pid}' in str(busy.value) and len(said) == 1
+    with pytest.raises(WorkDirBusy):
+        check_work_dir_free(str(tmp_path), wait_s=0.5, say=said.append)
+    threading.Timer(0.6, lambda: (proc.stdin.close(), proc.wait())).start()
+    check_work_dir_free(str(tmp_path), wait_s=60, say=said.append)  # the probe waits as well
+    assert said[-1].startswith(f'work dir {tmp_path} is free after ')

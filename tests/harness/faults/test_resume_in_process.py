@@ -232,3 +232,21 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
     assert non_finite_tensors(fr.load_weights(osp.join(work, 'iter_2.pth'))) == []
     assert (tmp_path / 'exit_code').read_text().startswith(
         '3\nerror: training diverged at iteration 3 (epoch 1): ')  # the line dist_train.sh ends with
+
+
+def test_a_resume_of_a_run_that_ended_writes_no_second_record(tmp_path, data, monkeypatch):
+    """A stop the job did not stop for (a SIGTERM to a loader worker, which leaves it to its
+    trainer) lets it end and record; the resume started right after trains nothing and finds
+    the record of the same final checkpoint: one record, not two. A run that trained does
+    record (a resume that lengthened it, a fresh run)."""
+    work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
+    monkeypatch.setattr(train, 'evaluate_run', functools.partial(train.evaluate_run,
+                                                                 protocols=('knn',)))
+    cfg = config(str(tmp_path), data)
+    assert train.main([cfg, '--work-dir', work, '--results-dir', results]) == 0
+    (first,) = load_records(results)
+    assert train.main([cfg, '--work-dir', work, '--results-dir', results, '--resume']) == 0
+    assert [r['id'] for r in load_records(results)] == [first['id']]
+    assert train.main([cfg, '--work-dir', work, '--results-dir', results, '--resume',
+                       '--cfg-options', 'train_cfg.max_epochs=3']) == 0
+    assert len(load_records(results)) == 2  # it trained epoch 3: a record of epoch_3.pth
