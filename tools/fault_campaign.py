@@ -4,8 +4,10 @@
 
 Kills (SIGKILL at random iterations, right after saves, during evaluation, one of two
 processes), kills during checkpoint writes (max_keep_ckpts 1 and unlimited), SIGTERM/SIGUSR1
-pre-emption, a NaN, dead and hung processes, malformed configs, a folder of bad images and
-concurrent result writers. Takes about 20-30 minutes on a 2-core CPU (--quick: a few).
+pre-emption, stops by every signal to every part of a job each followed at once by a resume,
+a NaN, dead and hung processes, malformed configs, a folder of bad images and concurrent
+result writers. Takes about 30-40 minutes on a 2-core CPU (--quick: a few; --only: some
+sections).
 """
 import os.path as osp
 import random
@@ -14,8 +16,13 @@ import tempfile
 import time
 
 from benchmark.harness.faults import campaign as fc
+from benchmark.harness.faults import stops
 from benchmark.data.fakes import make_fake_tiny_imagenet
 from benchmark.cli import ArgumentParser, non_negative_int, output_dir, run_tool
+
+
+SECTIONS = ('kills', 'save-kills', 'preemption', 'stops', 'nan', 'dead', 'configs', 'bad-data',
+            'records')
 
 
 def main(argv=None) -> int:
@@ -26,7 +33,9 @@ def main(argv=None) -> int:
     parser.add_argument('--keep-checkpoints', action='store_true',
                         help='leave the runs\' checkpoints on disk (GBs)')
     parser.add_argument('--quick', action='store_true',
-                        help='one kill per method, 3 save kills per setting')
+                        help='one kill per method, 3 save kills per setting, 8 of the stops')
+    parser.add_argument('--only', nargs='+', choices=SECTIONS, metavar='SECTION',
+                        help=f"run these sections only: {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
     tmp = args.out or tempfile.mkdtemp(prefix='fault-campaign-')
     rng = random.Random(args.seed)
@@ -34,19 +43,24 @@ def main(argv=None) -> int:
                                        val_per_class=2))
     card = fc.Scorecard()
     start = time.monotonic()
-    sections = [
-        ('SIGKILL at random iterations, then --resume', lambda: fc.section_kills(
+    every = stops.scenarios()
+    sections = {
+        'kills': ('SIGKILL at random iterations, then --resume', lambda: fc.section_kills(
             card, tmp, data, rng, kills_per_method=1 if args.quick else 3)),
-        ('SIGKILL during checkpoint writes', lambda: fc.section_save_kills(
+        'save-kills': ('SIGKILL during checkpoint writes', lambda: fc.section_save_kills(
             card, tmp, data, rng, kills=3 if args.quick else 10)),
-        ('pre-emption signals', lambda: fc.section_preemption(card, tmp, data)),
-        ('non-finite loss', lambda: fc.section_nan(card, tmp, data)),
-        ('dead and hung processes', lambda: fc.section_dead_rank(card, tmp, data)),
-        ('malformed configs', lambda: fc.section_configs(card, data)),
-        ('bad image files', lambda: fc.section_bad_data(card, tmp)),
-        ('concurrent result writers', lambda: fc.section_records(card, tmp)),
-    ]
-    for title, run in sections:
+        'preemption': ('pre-emption signals', lambda: fc.section_preemption(card, tmp, data)),
+        'stops': ('a signal to a part of the job, then --resume at once', lambda: stops.section_stops(
+            card, tmp, data, rng, rng.sample(every, 8) if args.quick else every,
+            log=lambda line: print(line, flush=True), workers=2)),
+        'nan': ('non-finite loss', lambda: fc.section_nan(card, tmp, data)),
+        'dead': ('dead and hung processes', lambda: fc.section_dead_rank(card, tmp, data)),
+        'configs': ('malformed configs', lambda: fc.section_configs(card, data)),
+        'bad-data': ('bad image files', lambda: fc.section_bad_data(card, tmp)),
+        'records': ('concurrent result writers', lambda: fc.section_records(card, tmp)),
+    }
+    for key in args.only or SECTIONS:
+        title, run = sections[key]
         print(f'{title}:', flush=True)
         run()
     print(f'\nfault campaign scorecard (seed {args.seed}, {time.monotonic() - start:.0f} s, '

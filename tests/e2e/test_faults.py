@@ -8,10 +8,15 @@ The other variants (signals, a kill at any moment of a checkpoint write or durin
 evaluation, the RNG-state control, NaN, every method, device views) run in-process in
 tests/harness/faults/test_resume_in_process.py and tests/methods/test_method_resume.py."""
 import json
+import random
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from benchmark.harness.faults import campaign as fc
+from benchmark.harness.faults import stops as st
 from tests.conftest import ROOT
 from tests.e2e.conftest import EPOCHS, STEPS, TINY
 
@@ -62,6 +67,30 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
     assert not list((tmp_path / 'w').glob('**/*.pth'))  # compared, then removed
     killed_log = (tmp_path / 'w' / 'killed.log').read_text()
     assert 'Distributed training: True' in killed_log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('stop, reference', [
+    (st.Stop('SIGTERM', 'group', 1), 'reference_1p'),
+    (st.Stop('SIGKILL', 'launcher', 2), 'reference_2p')], indirect=['reference'],
+    ids=['sigterm-to-the-group', 'sigkill-to-the-launcher-of-two'])
+def test_a_stop_then_a_resume_at_once_trains_on_bit_identical(stop, reference, tiny_data,
+                                                              tmp_path):
+    """The fault campaign's stop scenarios, the two that once failed: SIGTERM to the process
+    group of tools/train.py (its loader worker kept the work dir's lock after the trainer's exit
+    143, and the resume started at once exited 75), and SIGKILL to tools/dist_train.sh of two
+    processes (torchrun and the trainers trained on, unseen, holding the work dir). The resume
+    starts the moment the job's exit status is known; it ends with the uninterrupted run's
+    weights bit for bit, one record, and no process of either job left."""
+    outcome = st.run_stop(stop, str(tmp_path), tiny_data, reference.checkpoint,
+                          random.Random(3), epochs=EPOCHS, per_epoch=STEPS[1], **TINY)
+    assert outcome.ok, outcome.line()
+    stopped = Path(tmp_path, f'stop-{stop.name}.out').read_text()
+    if stop.target == 'launcher':  # the trainers took their launcher's death as a pre-emption
+        logs = sorted(Path(tmp_path, f'stop-{stop.name}').glob('*/*.log'))
+        assert 'SIGTERM: saved' in logs[0].read_text(), (stopped[-2000:], outcome.line())
+    else:
+        assert outcome.stopped_rc == 143 and 'exiting with 143' in stopped, stopped[-2000:]
 
 
 def test_dead_or_hung_process_ends_the_job_in_time_without_orphans(fake_tiny, tmp_path):
