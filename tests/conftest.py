@@ -129,6 +129,7 @@ REQUIRE_SLURM = 'REQUIRE_SLURM'  # =1 (CI): a `slurm` test without a reachable S
 
 
 SLURM_CONF_LINUXPROC = 'SLURM_CONF_LINUXPROC'  # a second cluster's slurm.conf: linuxproc tracking
+SLURM_CONF_TWO_NODES = 'SLURM_CONF_TWO_NODES'  # a third cluster's slurm.conf: two slurmd
 
 
 def slurm_unreachable(conf: Optional[str] = None) -> Optional[str]:
@@ -178,6 +179,26 @@ def real_slurm_linuxproc(monkeypatch) -> None:
         no_slurm(f'no SLURM with linuxproc tracking reachable ({why}); start one as root with '
                  'SLURM_CLUSTER_DIR=DIR SLURM_CLUSTER_PORT=6927 SLURM_CLUSTER_NODE=lp '
                  f'tools/slurm_cluster.sh up linuxproc and export {SLURM_CONF_LINUXPROC}='
+                 'DIR/slurm.conf')
+    monkeypatch.setenv('SLURM_CONF', conf)
+
+
+@pytest.fixture
+def real_slurm_two_nodes(monkeypatch) -> None:
+    """A SLURM of two nodes (two slurmd on this machine), whose slurm.conf SLURM_CONF_TWO_NODES
+    names (exported as SLURM_CONF for the test), else skipped or failed as `real_slurm`."""
+    import subprocess
+    conf = os.environ.get(SLURM_CONF_TWO_NODES)
+    why = slurm_unreachable(conf) if conf else f'{SLURM_CONF_TWO_NODES} is not set'
+    if why is None:
+        nodes = subprocess.run(['sinfo', '-h', '-N', '-p', 'debug', '-o', '%N'], text=True,
+                               capture_output=True, timeout=20,
+                               env=dict(os.environ, SLURM_CONF=conf)).stdout.split()
+        why = None if len(set(nodes)) >= 2 else f'its partition debug has nodes {nodes}'
+    if why is not None:
+        no_slurm(f'no SLURM of two nodes reachable ({why}); start one as root with '
+                 'SLURM_CLUSTER_DIR=DIR SLURM_CLUSTER_PORT=6937 SLURM_CLUSTER_NODE=node '
+                 f'tools/slurm_cluster.sh up cgroup 2 and export {SLURM_CONF_TWO_NODES}='
                  'DIR/slurm.conf')
     monkeypatch.setenv('SLURM_CONF', conf)
 

@@ -245,12 +245,16 @@ def _finished(runner, index: int, plan: RunPlan, job, local: bool) -> Outcome:
     """Wait for one task; its outcome."""
     run, log = plan.run, str(job.paths.stdout)
     prefix = f'[{index}/{runner.total}] {run.name}: task {job.job_id}'
+    # A task per process (slurm.nodes): rank 0's task speaks for the run. The job's own wait
+    # would wait for every task's result, which a task that was killed (its node lost) never
+    # writes, and without accounting nothing else says it ended.
+    job = job.task(0) if job.num_tasks > 1 else job
     if not local and not wait_task(job, poll_s=wait_poll_s(runner.slurm)):
         runner.out(f'{prefix} -> failed: it left the queue without a result (cancelled, or '
                    f'killed before it wrote one); log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
     try:
-        result = job.results()[0]  # a task per process: rank 0's result speaks for the run
+        result = job.results()[0]
     except Exception as err:  # submitit's FailedJobError / UncompletedJobError
         runner.out(f'{prefix} -> failed: {_error_line(err)}; log {log}')
         return Outcome(run, 'failed', ok=False, log=log, job=job.job_id)
