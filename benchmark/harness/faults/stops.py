@@ -112,7 +112,14 @@ def start(stop: Stop, config: str, work: str, out: str) -> subprocess.Popen:
         cmd = [sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), *args]
     with open(out, 'w') as handle:
         return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=handle,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:  # pragma: no cover - runs in the child before exec
+    """SIGINT's default action: a campaign started in the background of a shell without job
+    control inherits SIGINT ignored, and the SIGINT scenarios would stop nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def send(stop: Stop, proc: subprocess.Popen, work: str, rng: random.Random) -> str:
