@@ -195,7 +195,12 @@ import multiprocessing, os, sys, time
 from benchmark.engine.work_dir_lock import hold_work_dir, lock_path
 hold_work_dir(sys.argv[1])
 def child(path):
-    fds = [os.readlink(f'/proc/self/fd/{fd}') for fd in os.listdir('/proc/self/fd')]
+    fds = []
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            fds.append(os.readlink(f'/proc/self/fd/{fd}'))
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
     print('child holds a copy:', os.path.realpath(path) in fds, flush=True)
     time.sleep(60)
 worker = multiprocessing.get_context('fork').Process(target=child, args=(lock_path(sys.argv[1]),))
@@ -212,6 +217,8 @@ def test_a_forked_child_does_not_keep_the_lock_after_its_trainer(tmp_path, subpr
     still runs (before, the child's copy kept the flock, and a resume exited 75)."""
     proc = subprocess.Popen([sys.executable, '-c', FORKED, str(tmp_path)], env=subprocess_env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    stuck = threading.Timer(120, proc.kill)  # a child that never says it ends the reads
+    stuck.start()
     try:
         child = int(proc.stdout.readline())
         assert proc.stdout.readline().strip() == 'child holds a copy: False'
@@ -224,6 +231,7 @@ def test_a_forked_child_does_not_keep_the_lock_after_its_trainer(tmp_path, subpr
         lock = hold_work_dir(str(tmp_path))
         assert lock.held
     finally:
+        stuck.cancel()
         release_work_dir(str(tmp_path))
         if proc.poll() is None:
             proc.kill()

@@ -91,14 +91,25 @@ def test_the_tool_runs_every_section_in_order_and_fails_on_a_failure(tmp_path, m
             order.append((_name, kwargs))
             card.fault(True, _name)
         monkeypatch.setattr(fc, name, section)
+    def stop_section(card, tmp, data, rng, stops, **kwargs):
+        order.append(('section_stops', dict(stops=len(stops))))
+        card.fault(True, 'section_stops')
+    monkeypatch.setattr(fault_campaign.stops, 'section_stops', stop_section)
     monkeypatch.setattr(fc, 'remove_checkpoints', lambda path: order.append(('removed', path)))
     code, out, err, _ = run_main(fault_campaign, '--out', tmp_path / 'runs', '--quick')
     assert code == 0, err
-    assert [n for n, _ in order] == list(names) + ['removed']
+    in_order = [*names[:3], 'section_stops', *names[3:]]
+    assert [n for n, _ in order] == in_order + ['removed']
     assert order[0][1] == {'kills_per_method': 1} and order[1][1] == {'kills': 3}
-    assert 'faults injected / survived:     8 / 8' in out and 'FAILED' not in out
+    assert order[3][1] == {'stops': 8}  # --quick: 8 of the 32 stops
+    assert 'faults injected / survived:     9 / 9' in out and 'FAILED' not in out
     assert (tmp_path / 'runs' / 'data' / 'tiny-imagenet-200' / 'wnids.txt').is_file()
 
     monkeypatch.setattr(fc, 'section_records', lambda card, tmp: card.fault(False, 'lost rows'))
     code, out, err, _ = run_main(fault_campaign, '--out', tmp_path / 'again', '--keep-checkpoints')
     assert code == 1 and 'FAILED: lost rows' in out
+    assert ('section_stops', dict(stops=32)) in order  # all of them without --quick
+    order.clear()
+    code, out, err, _ = run_main(fault_campaign, '--out', tmp_path / 'only', '--only', 'stops',
+                                 'nan')
+    assert code == 0 and [n for n, _ in order] == ['section_stops', 'section_nan', 'removed']
