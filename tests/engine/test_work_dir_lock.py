@@ -194,18 +194,21 @@ FORKED = """
 import multiprocessing, os, sys, time
 from benchmark.engine.work_dir_lock import hold_work_dir, lock_path
 hold_work_dir(sys.argv[1])
-def child(path):
+def child(path, answer):
     fds = []
     for fd in os.listdir('/proc/self/fd'):
         try:
             fds.append(os.readlink(f'/proc/self/fd/{fd}'))
         except OSError:  # the listing's own descriptor, closed by now
             pass
-    print('child holds a copy:', os.path.realpath(path) in fds, flush=True)
+    answer.send(os.path.realpath(path) in fds)
     time.sleep(60)
-worker = multiprocessing.get_context('fork').Process(target=child, args=(lock_path(sys.argv[1]),))
+ctx = multiprocessing.get_context('fork')
+ours, theirs = ctx.Pipe()
+worker = ctx.Process(target=child, args=(lock_path(sys.argv[1]), theirs))
 worker.start()
-print(worker.pid, flush=True)
+print(worker.pid, flush=True)  # only this process writes the pipe the test reads, in order
+print('child holds a copy:', ours.recv(), flush=True)
 sys.stdin.readline()
 os._exit(0)  # as the pre-emption exit does: no teardown, the child is left running
 """
