@@ -41,6 +41,8 @@ def parse_args(argv=None):
                    metavar='KEY=VALUE', help='override config keys in all three runs')
     p.add_argument('--no-reference', action='store_true',
                    help='skip the uninterrupted run (no weight comparison)')
+    p.add_argument('--concurrent', action='store_true',
+                   help='train the uninterrupted runs beside the killed one, not after it')
     p.add_argument('--timeout', type=non_negative_int, default=1800, help='seconds per run')
     p.add_argument('--keep-checkpoints', action='store_true',
                    help="leave the runs' checkpoints in the work dir (hundreds of MB each)")
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
                              epochs=args.epochs, kill_at=args.kill_at,
                              iter_interval=args.iter_interval or max(1, args.kill_at // 2),
                              options=args.cfg_options, reference=not args.no_reference,
-                             timeout=args.timeout or None)
+                             concurrent=args.concurrent, timeout=args.timeout or None)
     result['work_dir'] = work
     if not args.keep_checkpoints:  # compared: the logs stay, the disk space goes back
         from benchmark.harness.faults.runs import remove_checkpoints

@@ -44,12 +44,14 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
     """tools/kill_resume.py on the fast config (views on the device, bfloat16, channels_last)
     with two gloo processes through tools/dist_train.sh: rank 0 SIGKILLed after iteration 5,
     resumed from iter_4.pth, equal to the uninterrupted run bit for bit (before
-    ChannelsLastDistributedDataParallel, most tensors differed here)."""
+    ChannelsLastDistributedDataParallel, most tensors differed here); the uninterrupted run
+    trains at the same time (--concurrent, as the GPU check runs it)."""
     out = tmp_path / 'result.json'
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'tools' / 'kill_resume.py'), 'configs/mixco_r18_tiny_fast.py',
          '--nproc', '2', '--kill-at', '5', '--iter-interval', '2', '--fake-images', '32',
-         '--work-dir', str(tmp_path / 'w'), '--out', str(out), '--cfg-options',
+         '--work-dir', str(tmp_path / 'w'), '--out', str(out), '--concurrent',
+         '--cfg-options',
          'train_dataloader.dataset.input_size=32', 'train_dataloader.batch_size=4',
          'train_dataloader.num_workers=1', 'model.queue_size=16'],
         cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=900)

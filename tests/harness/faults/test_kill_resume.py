@@ -3,6 +3,7 @@ is told from a crash, the comparison with the uninterrupted run (required identi
 floor on a GPU), and its bad input. tests/e2e/test_faults.py runs it for real on two
 processes."""
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,3 +106,40 @@ def test_report_only_mode_measures_the_noise_floor():
     out = dict(failures=[], final_iter=16, reference_iter=16)
     against_reference(out, ref, lambda name: None, True, True)  # the reference did not finish
     assert out == dict(failures=[], final_iter=16, reference_iter=16)
+
+
+@pytest.mark.parametrize('concurrent', [False, True])
+def test_concurrent_references_train_beside_the_killed_run(tmp_path, monkeypatch, concurrent):
+    """With ``concurrent`` the two uninterrupted runs start before the killed run ends (a GPU
+    check then takes one run's time); either way the same runs, the same result."""
+    import threading
+    import time
+
+    from benchmark.harness.faults import kill_resume as kr
+    events, lock = [], threading.Lock()
+
+    def train(cfg, folder, *, nproc, resume, torchrun, timeout):
+        name = Path(folder).name if not resume else 'resumed'
+        name = 'killed' if cfg.endswith('killed.py') else name
+        with lock:
+            events.append(('start', name))
+        time.sleep(0.2)
+        with lock:
+            events.append(('end', name))
+        if name == 'killed':
+            return subprocess.CompletedProcess([], -9, 'exitcode  : -9', '')
+        return subprocess.CompletedProcess([], 0, 'resumed epoch: 1, iter: 4' * resume, '')
+    monkeypatch.setattr(kr, 'train', train)
+    run_states = iter([4, 16])  # the run's folder after the kill, then after the resume
+    monkeypatch.setattr(kr, 'final_state', lambda folder: (
+        next(run_states) if Path(folder).name == 'run' else 16, dict(w=torch.ones(2))))
+    monkeypatch.setattr(kr, 'referenced_corrupt', lambda folder: [])
+    out = kr.kill_and_resume(str(ROOT / 'configs' / 'mixco_r18_tiny_fast.py'), str(tmp_path),
+                             kill_at=5, iter_interval=2, require_identical=False,
+                             noise_floor=True, concurrent=concurrent, log=lambda line: None)
+    assert out['passed'], out['failures']
+    assert out['noise_floor']['identical'] and out['comparison']['identical']
+    assert 'weights' not in out and {'reference_rc', 'reference2_rc'} <= set(out)
+    killed_end = events.index(('end', 'killed'))
+    early = {name for what, name in events[:killed_end] if what == 'start'}
+    assert early == ({'killed', 'reference', 'reference2'} if concurrent else {'killed'})
