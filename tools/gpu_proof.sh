@@ -11,9 +11,9 @@
 # (LIMIT_TESTS, LIMIT_KILL, LIMIT_SPEED seconds: 150, 210, 240), past which it is stopped and
 # marked failed, so the table is always printed. The speed step times the paper's setting
 # (ResNet-18, 224 px, batch 128) end to end on one epoch of 10,000 generated images for the
-# device views (eager and compiled) and PIL in the workers, each beside its bare step, with
-# its per-iteration breakdown and a torch.profiler table of one iteration (in speed.log); and
-# the views alone (SPEED_ARGS replaces its arguments).
+# device views (replayed from a CUDA graph, and plain calls) and PIL in the workers, each
+# beside its bare step, with its per-iteration breakdown and a torch.profiler table of one
+# iteration (in speed.log); and the views alone (SPEED_ARGS replaces its arguments).
 #
 # The machine's own PyTorch is used. If it lacks mmengine, lightly, faiss-cpu or kornia, put their
 # wheels (and those of any of their dependencies it lacks) in .whl/ (ignored by git), e.g. with
@@ -96,17 +96,19 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
     tests)  # the CUDA tests, then the modules the GPU path runs through (4 workers, one GPU)
       step tests "${LIMIT_TESTS:-150}" "$PYTHON" -m pytest -q -ra -p no:cacheprovider -p no:randomly \
         -n 4 -m "cuda or not slow" \
-        tests/methods tests/data/test_gpu_views.py tests/engine/test_amp_cpu.py \
+        tests/methods tests/data/test_gpu_views.py tests/data/test_view_graph.py \
+        tests/data/test_view_prefetch.py tests/engine/test_amp_cpu.py \
         tests/engine/test_fast_switches.py tests/evaluation/test_knn.py \
         tests/evaluation/test_knn_backends.py
       ;;
     kill)  # a real dist_train.sh run on NCCL: 2 epochs of 5,120 images at the paper's total
-      # batch 128 on one GPU (40 iterations each), killed at iteration 50; KILL_ARGS override
+      # batch 128 on one GPU (40 iterations each), killed at iteration 50, resumed; the two
+      # uninterrupted runs (reference, noise floor) train beside it; KILL_ARGS override
       kill_work=$(mktemp -d "$scratch/kill.XXXXXX")
       # shellcheck disable=SC2086
       step kill_resume "${LIMIT_KILL:-210}" "$PYTHON" tools/kill_resume.py \
         configs/mixco_r18_tiny_fast.py --nproc 1 \
-        --epochs 2 --kill-at 50 --iter-interval 20 --fake-images 5120 --timeout 120 \
+        --epochs 2 --kill-at 50 --iter-interval 20 --fake-images 5120 --timeout 120 --concurrent \
         --cfg-options train_dataloader.batch_size=128 train_dataloader.num_workers=6 \
         --work-dir "$kill_work" --out "$dest/kill_resume.json" ${KILL_ARGS:-}
       for f in "$kill_work"/*.log; do  # the runs' own logs: their ends, kept in OUTPUT_DIR
@@ -114,14 +116,14 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       done
       rm -rf "$kill_work"  # its fake images; kill_resume.py removed the checkpoints
       ;;
-    speed)  # the paper's setting end to end: device views (eager, compiled) and PIL, bf16 + cl
+    speed)  # the paper's setting end to end: device views (graphed, plain) and PIL, bf16 + cl
       # Loader workers: all cores but two (the PIL path at 224 px needs them; the config's 4 are
       # per process of a 2-GPU run).
       workers=$(( $(nproc) > 6 ? $(nproc) - 2 : 4 ))
       # shellcheck disable=SC2086
       step speed "${LIMIT_SPEED:-240}" "$PYTHON" tools/benchmark_speed.py --paper \
         --data-dir "${DATA_DIR:-$scratch/data}" --num-workers "$workers" --out-dir "$dest" \
-        ${SPEED_ARGS:---only pipeline views --images 10000 --profile --configs gpu-bf16-cl gpuc-bf16-cl pil-bf16-cl}
+        ${SPEED_ARGS:---only pipeline views --images 10000 --profile --configs gpu-bf16-cl gpue-bf16-cl pil-bf16-cl}
       ;;
   esac
 done

@@ -27,6 +27,7 @@ from benchmark.engine.launch import (check_data, config_identity, config_setting
                                      load_config, pin_batches)
 from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.preemption import PreemptionHook, tell_launcher
+from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
 from benchmark.engine.work_dir_lock import (RESUME_WAIT_S, WorkDirBusy, check_work_dir_free,
@@ -74,6 +75,7 @@ def build_runner(args: argparse.Namespace) -> tuple:
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
     resolve_train_views(cfg, torch.cuda.is_available())  # train_views='auto': on a GPU, there
     pin_batches(cfg, torch.cuda.is_available())
+    use_prefetch_loop(cfg)  # device views: the next batch's drawn while the step runs
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
     warning = configure_wandb(cfg)

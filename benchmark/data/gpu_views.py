@@ -33,6 +33,8 @@ from mmengine.registry import MODELS
 from torch import Tensor
 
 from benchmark.data.raw_view import RAW_VIEW
+from benchmark.data.view_graph import GraphedCall
+from benchmark.data.view_prefetch import SideStream, is_ready, take
 from benchmark.data.view_ops import (gaussian_blur, grayscale, jitter, resize_matrices,
                                      resized_crop)
 from benchmark.data.view_params import ViewParams, ViewSpec, draw_view_params, view_spec
@@ -119,7 +121,10 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
 
     One call: both views' parameters drawn on the CPU and copied over in one transfer, the
     batch copied asynchronously, every step a whole-batch operation (`draw_view`); nothing is
-    read back from the device, so the host queues the step behind it without waiting.
+    read back from the device, so the host queues the step behind it without waiting. On a
+    CUDA device the views of every full batch replay one CUDA graph (``graph``), and the
+    training loop has them drawn one batch ahead on a side stream (``prefetch``,
+    `benchmark.engine.prefetch_loop`), while the step before runs.
 
     Args:
         view: The preset, as a dataset's ``view`` names it: ``'mocov2'``, ``'simclr'`` or
@@ -134,12 +139,19 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         compile: torch.compile the view drawing (its elementwise steps fused into a few
             kernels; the first batch compiles it). The views are the same up to float32
             rounding.
+        graph: Replay the views of every full batch from one CUDA graph
+            (``benchmark.data.view_graph``): ``'auto'`` on a CUDA device and not elsewhere,
+            True (a CUDA device is required), or False. The same operations, so the same views.
+        prefetch: Let the training loop (``PrefetchViewsTrainLoop``) draw the next batch's
+            views while the step runs (`prepare`): ``'auto'`` on a CUDA device (on a side
+            stream), True anywhere (on a CPU only earlier, the same views), or False.
         non_blocking: Copy the batch to the device asynchronously.
     """
 
     def __init__(self, view: Union[str, dict] = 'mocov2', input_size: Optional[int] = None,
                  normalize: Optional[Dict[str, List[float]]] = IMAGENET_NORMALIZE,
                  num_views: int = 2, chunk_size: Optional[int] = None, compile: bool = False,
+                 graph: Union[bool, str] = 'auto', prefetch: Union[bool, str] = 'auto',
                  non_blocking: bool = True) -> None:
         super().__init__(non_blocking=non_blocking)
         if input_size is None:
@@ -153,10 +165,31 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         if not isinstance(compile, bool):
             raise ValueError(f'model.data_preprocessor.compile must be True or False, '
                              f'got {compile!r}')
+        for name, value in (('graph', graph), ('prefetch', prefetch)):
+            if not (isinstance(value, bool) or value == 'auto'):  # 1 == True: not enough
+                raise ValueError(f"model.data_preprocessor.{name} must be 'auto', True or "
+                                 f"False, got {value!r}")
         self.spec = view_spec(view, input_size, normalize)
-        self.num_views, self.chunk_size = num_views, chunk_size
+        self.num_views, self.chunk_size, self.graph = num_views, chunk_size, graph
+        self.prefetch, self._side = prefetch, SideStream()
         # torch.compile compiles at the first call, for the batch's shapes
         self._draw = torch.compile(draw_view, dynamic=False) if compile else draw_view
+        self._graphed: Optional[GraphedCall] = None
+
+    def views(self, images: Tensor, packed: Tensor) -> Tensor:
+        """Every view (num_views * B, 3, S, S) of uint8 images (B, 3, H, W) from packed
+        parameters (num_views * B, 18), both on the device: view v of image b is row v B + b."""
+        with torch.autocast(device_type=images.device.type, enabled=False):  # views in float32
+            x = images.float().div_(255)
+            return self.draw(x.repeat(self.num_views, 1, 1, 1), packed)
+
+    def graphed(self, device: torch.device) -> bool:
+        """Whether the views on ``device`` replay a CUDA graph (see ``graph``)."""
+        if self.graph is True and device.type != 'cuda':
+            raise ValueError(f'model.data_preprocessor.graph=True needs a CUDA device, the '
+                             f"views run on {device.type}; set graph='auto' (a graph on CUDA "
+                             f'only) or False')
+        return device.type == 'cuda' and self.graph in ('auto', True)
 
     def draw(self, x: Tensor, packed: Tensor) -> Tensor:
         """Views (N, 3, S, S) of float images ``x`` (N, 3, H, W) from packed parameters
@@ -167,9 +200,22 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         return torch.cat([self._draw(x[i:i + step], packed[i:i + step], self.spec)
                           for i in range(0, n, step)])
 
+    def prefetches(self) -> bool:
+        """Whether the training loop should `prepare` each batch ahead (see ``prefetch``)."""
+        return self.prefetch is True or (self.prefetch == 'auto' and self.device.type == 'cuda')
+
+    def prepare(self, data: dict) -> dict:
+        """The views of a loader batch drawn now, on CUDA on a side stream; `forward` then
+        hands them to the step once they are done (without the host waiting)."""
+        return self._side.run(self.make, data, self.device)
+
     def forward(self, data: dict, training: bool = False) -> dict:
-        """``dict(inputs=uint8 (B, 3, H, W), data_samples=..., seed=(B,))`` ->
-        ``dict(inputs=[view] * num_views, data_samples=...)`` on the device."""
+        """``dict(inputs=uint8 (B, 3, H, W), data_samples=..., seed=(B,))``, or a batch
+        `prepare` drew, -> ``dict(inputs=[view] * num_views, data_samples=...)`` on the device."""
+        return take(data) if is_ready(data) else self.make(data)
+
+    def make(self, data: dict) -> dict:
+        """The views of a loader batch (see `forward`)."""
         images = data['inputs']
         if not (isinstance(images, Tensor) and images.dtype == torch.uint8 and images.dim() == 4
                 and images.shape[1] == 3):
@@ -184,9 +230,12 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
                                               generator))
         x = to_device(images, self.device, self._non_blocking)
         packed = to_device(packed, x.device, self._non_blocking)
-        with torch.autocast(device_type=x.device.type, enabled=False):  # views in float32
-            x = x.float().div_(255)
-            views = self.draw(x.repeat(self.num_views, 1, 1, 1), packed).chunk(self.num_views)
+        if self.graphed(x.device):
+            if self._graphed is None:
+                self._graphed = GraphedCall(self.views)
+            views = self._graphed(x, packed).chunk(self.num_views)
+        else:
+            views = self.views(x, packed).chunk(self.num_views)
         samples = data.get('data_samples')
         if isinstance(samples, Tensor):
             samples = to_device(samples, x.device, self._non_blocking)

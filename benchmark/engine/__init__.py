@@ -18,6 +18,8 @@ Other modules: `config/` (`check`; `build`, what a config names built without da
 refusal one line naming the key; `keywords`, what a component accepts; `rules` and `views`,
 what no constructor can see): the pre-flight check; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
-`--resume` continues from; `export`: the evaluated encoder as a torchvision state dict; `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
+`--resume` continues from; `export`: the evaluated encoder as a torchvision state dict;
+`prefetch_loop`: PrefetchViewsTrainLoop, mmengine's epoch loop taking its batches one ahead so
+the next batch's device views are drawn during the step (a loop, set by tools/train.py); `compat`: the mmengine 0.10.7 fixes (its log history at a constant cost per update among them); `rng_state`: RNG states as
 checkpoint-safe data.
 """

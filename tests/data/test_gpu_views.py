@@ -398,22 +398,24 @@ def test_views_are_drawn_in_one_pass_with_one_parameter_transfer(monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize('compiled', [False, True])
-def test_views_and_a_mixco_step_never_wait_for_the_gpu(compiled):
-    """Views (eager and compiled) and a MixCo training step (forward, backward, SGD, queue)
-    with torch's sync check set to fail on any wait of the host for the device."""
+@pytest.mark.parametrize('compiled, graph', [(False, False), (False, True), (True, True)])
+def test_views_and_a_mixco_step_never_wait_for_the_gpu(compiled, graph):
+    """Views (eager, replayed from a CUDA graph, compiled and replayed) and a MixCo training
+    step (forward, backward, SGD, queue) with torch's sync check set to fail on any wait of
+    the host for the device."""
     from benchmark.harness.speed.step import build_step, train_step
     from benchmark.harness.speed.timing import Settings
     device = torch.device('cuda')
     model, opt = build_step('mixco', Settings(input_size=32, batch=16), device)
-    pre = GPUViewPreprocessor(view='mocov2', input_size=32, compile=compiled).to(device)
+    pre = GPUViewPreprocessor(view='mocov2', input_size=32, compile=compiled,
+                              graph=graph).to(device)
     x = torch.randint(0, 256, (16, 3, 64, 64), dtype=torch.uint8).pin_memory()
     batch = dict(inputs=x, data_samples=torch.arange(16), seed=torch.arange(16))
 
     def step():
         train_step(model, opt, pre(dict(batch), training=True)['inputs'], torch.bfloat16)
 
-    step()  # the first call: cuDNN, cuBLAS and the compiler set themselves up
+    step()  # the first call: cuDNN, cuBLAS and the compiler set up, the graph captured
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode('error')
     try:

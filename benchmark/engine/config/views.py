@@ -31,7 +31,7 @@ def train_dataset(cfg) -> dict:
 
 
 VIEWS_ON = ('auto', 'device', 'loader')
-TRAIN_VIEWS_KEYS = ('on', 'raw_size', 'compile')
+TRAIN_VIEWS_KEYS = ('on', 'raw_size', 'compile', 'graph', 'prefetch')
 
 
 def views_path(cfg) -> str:
@@ -42,12 +42,14 @@ def views_path(cfg) -> str:
 def resolve_train_views(cfg, cuda: bool) -> str:
     """Apply and remove the config's ``train_views``; the views path the run takes.
 
-    ``train_views = dict(on='auto', raw_size=None, compile=False)``: ``on='device'`` draws the
-    training views on the model's device (the dataset's view preset moves to a
-    GPUViewPreprocessor, the dataset hands out ``raw_uint8`` images, resized to ``raw_size``
-    first where its images differ in size), ``'loader'`` keeps PIL in the loader workers,
-    ``'auto'`` is 'device' when ``cuda`` (the run trains on a CUDA device), else 'loader'.
-    ``compile``: the preprocessor's torch.compile switch. A config that names the
+    ``train_views = dict(on='auto', raw_size=None, compile=False, graph='auto',
+    prefetch='auto')``:
+    ``on='device'`` draws the training views on the model's device (the dataset's view preset
+    moves to a GPUViewPreprocessor, the dataset hands out ``raw_uint8`` images, resized to
+    ``raw_size`` first where its images differ in size), ``'loader'`` keeps PIL in the loader
+    workers, ``'auto'`` is 'device' when ``cuda`` (the run trains on a CUDA device), else
+    'loader'. ``compile``, ``graph``, ``prefetch``: the preprocessor's torch.compile, CUDA-graph
+    and draw-ahead switches (graph and draw-ahead on CUDA by default). A config that names the
     preprocessor itself keeps it whatever ``on`` says.
 
     Raises:
@@ -67,6 +69,11 @@ def resolve_train_views(cfg, cuda: bool) -> str:
         raise ValueError(f"train_views.on={on!r}: not one of {', '.join(VIEWS_ON)}")
     if not isinstance(spec.get('compile', False), bool):
         raise ValueError(f"train_views.compile must be True or False, got {spec['compile']!r}")
+    for key in ('graph', 'prefetch'):
+        value = spec.get(key, 'auto')
+        if not (isinstance(value, bool) or value == 'auto'):  # 1 == True: not enough
+            raise ValueError(f"train_views.{key} must be 'auto', True or False, got "
+                             f"{spec[key]!r}")
     if on == 'device' or (on == 'auto' and cuda):
         if device_views(cfg) is None:
             dataset = train_dataset(cfg)
@@ -75,7 +82,9 @@ def resolve_train_views(cfg, cuda: bool) -> str:
             dataset['view'] = RAW_VIEW if raw_size is None else dict(name=RAW_VIEW,
                                                                      raw_size=raw_size)
             cfg['model']['data_preprocessor'] = dict(type='GPUViewPreprocessor', view=view,
-                                                     compile=spec.get('compile', False))
+                                                     compile=spec.get('compile', False),
+                                                     graph=spec.get('graph', 'auto'),
+                                                     prefetch=spec.get('prefetch', 'auto'))
             fill_view_size(cfg)
     return views_path(cfg)
 

@@ -18,6 +18,7 @@ from mmengine.hooks import Hook
 from benchmark import dist
 from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.launch import pin_batches
+from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
                                                summarise)
@@ -30,8 +31,14 @@ PIPELINE_METHODS = ('mocov2', 'mixco')
 # Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
 VIEWS_OPTIONS: Dict[str, dict] = {
     'pil': {},  # PIL views in the loader workers (the paper configs)
-    'gpu': {'train_dataloader.dataset.view': 'raw_uint8',  # as configs/*_tiny_fast.py
+    # as configs/*_tiny_fast.py (on a GPU the views of each full batch replay a CUDA graph,
+    # drawn one batch ahead on a side stream while the step runs)
+    'gpu': {'train_dataloader.dataset.view': 'raw_uint8',
             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
+    # the same in plain calls after the step: no graph, no side stream
+    'gpue': {'train_dataloader.dataset.view': 'raw_uint8',
+             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
+                                             graph=False, prefetch=False)},
     'gpuc': {'train_dataloader.dataset.view': 'raw_uint8',  # the same, torch.compile'd
              'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
                                              compile=True)},
@@ -205,6 +212,7 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     cfg.pop('train_views', None)  # the configuration chooses the views
     pin_batches(cfg, torch.cuda.is_available())  # as tools/train.py
     fill_view_size(cfg)  # the device views' size follows the dataset's input_size
+    use_prefetch_loop(cfg)  # as tools/train.py
     return cfg
 
 

@@ -109,8 +109,10 @@ def paper_line(result: dict) -> str:
 def views_line(v: dict) -> str:
     ms = v['ms_per_batch']
     kornia = 'not installed' if ms['kornia'] is None else f'{ms["kornia"]:.1f} ms'
-    compiled = ms.get('device_path_compiled')
-    compiled = '' if compiled is None else f' ({compiled:.1f} ms compiled)'
+    more = [f'{ms[key]:.1f} ms {name}' for key, name in (('device_path_graphed', 'graphed'),
+                                                          ('device_path_compiled', 'compiled'))
+            if ms.get(key) is not None]
+    compiled = f' ({", ".join(more)})' if more else ''
     return (f'Views ({v["batch"]} images {v["native"]} px -> 2 views {v["size"]} px, '
             f'{v["device"]}): device path {ms["device_path"]:.1f} ms per batch{compiled}, PIL '
             f'image by image {ms["pil_per_image"]:.1f} ms (one worker), kornia {kornia}.')

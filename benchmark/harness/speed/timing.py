@@ -110,7 +110,8 @@ class Settings:
     knn_repeats: int = 3
     precision: str = 'fp32'  # or 'bf16': autocast (bare steps) / CPUCapableAmpOptimWrapper (Runner)
     channels_last: bool = False  # model and image batches in NHWC (benchmark/engine/channels_last.py)
-    views: str = 'pil'  # or 'gpu' / 'gpuc' (compiled): the pipeline config gets VIEWS_OPTIONS[views]
+    # or 'gpu' / 'gpue' (no CUDA graph) / 'gpuc' (compiled): the config gets VIEWS_OPTIONS[views]
+    views: str = 'pil'
     compile: bool = False  # torch.compile of the encoders (CompileHook)
     configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
     paper: bool = False  # the paper's setting: the headline paper_setting_* keys

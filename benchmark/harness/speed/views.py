@@ -16,7 +16,11 @@ from benchmark.harness.speed.timing import Settings, timed
 
 NOTE = ('milliseconds per batch for both views, median of repeats after one warm-up; PIL runs '
         'image by image on one CPU thread as a loader worker does; the device path (eager, and '
-        'torch.compile\'d on a GPU) and kornia run on the measured device')
+        'on a GPU replayed from a CUDA graph and torch.compile\'d) and kornia run on the '
+        'measured device')
+# key: (compile, graph) of the device path; the last two are measured on a GPU only
+DEVICE_PATHS = {'device_path': (False, False), 'device_path_graphed': (False, True),
+                'device_path_compiled': (True, False)}
 
 
 def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -52,12 +56,12 @@ def bench_views(s: Settings, device: torch.device) -> dict:
     x = torch.from_numpy(arrays).permute(0, 3, 1, 2).contiguous().to(device)
     seeds = torch.arange(s.batch)
     ms = {}
-    for key, compiled in (('device_path', False), ('device_path_compiled', True)):
-        if compiled and device.type != 'cuda':
-            ms[key] = None  # compiling for the CPU takes minutes of a short benchmark
+    for key, (compiled, graph) in DEVICE_PATHS.items():
+        if (compiled or graph) and device.type != 'cuda':
+            ms[key] = None  # no CUDA graph there; compiling for a CPU takes minutes
             continue
-        ours = GPUViewPreprocessor(view='mocov2', input_size=s.input_size,
-                                   compile=compiled).to(device)
+        ours = GPUViewPreprocessor(view='mocov2', input_size=s.input_size, compile=compiled,
+                                   graph=graph).to(device)
         ms[key] = median_ms(lambda: ours(dict(inputs=x, data_samples=seeds, seed=seeds)),
                             s.views_repeats, device)
     kornia = kornia_views(s.input_size, device)

@@ -24,8 +24,9 @@ def test_auto_draws_the_views_on_a_gpu_and_with_pil_on_a_cpu(name, raw):
     assert resolve_train_views(gpu, cuda=True) == 'device'
     assert gpu.train_dataloader.dataset.view == raw
     pre = gpu.model.data_preprocessor
-    assert (pre.type, pre.view, pre.input_size, pre.compile) == (
-        'GPUViewPreprocessor', view, gpu.train_dataloader.dataset.input_size, False)
+    assert (pre.type, pre.view, pre.input_size, pre.compile, pre.graph, pre.prefetch) == (
+        'GPUViewPreprocessor', view, gpu.train_dataloader.dataset.input_size, False, 'auto',
+        'auto')
 
 
 def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():
@@ -33,9 +34,10 @@ def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():
     cfg.train_views.on = 'loader'
     assert resolve_train_views(cfg, cuda=True) == 'loader'
     cfg = config('mixco_r18_tiny.py')
-    cfg.train_views.update(on='device', compile=True)
+    cfg.train_views.update(on='device', compile=True, graph=False, prefetch=True)
     assert resolve_train_views(cfg, cuda=False) == 'device'
-    assert cfg.model.data_preprocessor.compile is True
+    pre = cfg.model.data_preprocessor
+    assert pre.compile is True and pre.graph is False and pre.prefetch is True
     fast = config('mixco_r18_tiny_fast.py')  # its own preprocessor: on='loader' changes nothing
     fast.train_views.on = 'loader'
     assert resolve_train_views(fast, cuda=False) == 'device' == views_path(fast)
@@ -54,8 +56,11 @@ def test_a_gpu_run_pins_its_batches_unless_the_config_says(cuda, given, pinned):
 @pytest.mark.parametrize('value, line', [
     ('gpu', "train_views must be a dict like dict(on='auto'), got 'gpu'"),
     (dict(on='gpu'), "train_views.on='gpu': not one of auto, device, loader"),
-    (dict(on='auto', raw=64), "train_views: unknown key 'raw'; valid: on, raw_size, compile"),
-    (dict(compile='yes'), "train_views.compile must be True or False, got 'yes'")])
+    (dict(on='auto', raw=64),
+     "train_views: unknown key 'raw'; valid: on, raw_size, compile, graph, prefetch"),
+    (dict(compile='yes'), "train_views.compile must be True or False, got 'yes'"),
+    (dict(graph='on'), "train_views.graph must be 'auto', True or False, got 'on'"),
+    (dict(prefetch=1), "train_views.prefetch must be 'auto', True or False, got 1")])
 def test_bad_train_views_are_one_line(value, line):
     cfg = config('mixco_r18_tiny.py')
     cfg.train_views = value

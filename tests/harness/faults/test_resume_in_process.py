@@ -47,6 +47,27 @@ def test_kill_mid_epoch_then_resume_is_bit_identical(method, extra, tmp_path, da
         assert want['queue'].shape == (16, 128)  # the queue travels with the weights
 
 
+@pytest.mark.slow
+def test_views_drawn_one_batch_ahead_train_the_same_and_resume_bit_identical(
+        tmp_path, data, kills, reference, monkeypatch):
+    """The loop that takes its batches one ahead (``prefetch=True``: on a GPU the next views
+    are drawn on a side stream during the step, here simply earlier) trains exactly as the
+    plain loop; killed after iteration 5, with batch 6 already taken and drawn, --resume takes
+    it again from iter_4.pth and ends with the plain run's weights, bit for bit."""
+    from benchmark.data.gpu_views import GPUViewPreprocessor
+    prepared = []
+    real = GPUViewPreprocessor.prepare
+    monkeypatch.setattr(GPUViewPreprocessor, 'prepare',
+                        lambda self, data: prepared.append(1) or real(self, data))
+    ahead = DEVICE_VIEWS.replace("view='mocov2')", "view='mocov2', prefetch=True)")
+    assert ahead != DEVICE_VIEWS
+    work = kill_at(tmp_path, data, 5, 'mixco', ahead)
+    assert len(prepared) == 6  # batch 6 was drawn before step 5 was queued
+    assert resume(tmp_path, data, work, 'mixco', ahead) == TOTAL - 4
+    assert len(prepared) == 6 + TOTAL - 4
+    assert fr.differing(reference('mixco', DEVICE_VIEWS), weights(work)) == []
+
+
 def test_resume_with_other_rng_states_differs(tmp_path, data, kills, reference):
     """The control: the same resume (same sampler place) from a checkpoint whose RNG states are
     another moment's diverges, so the states it restores are what makes the resume identical."""

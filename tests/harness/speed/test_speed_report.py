@@ -61,3 +61,6 @@ def test_paper_and_views_lines():
     assert views_line(views) == ('Views (64 images 64 px -> 2 views 224 px, cuda): device path '
                                  '5.0 ms per batch, PIL image by image 400.0 ms (one worker), '
                                  'kornia not installed.')
+    views['ms_per_batch'].update(device_path_graphed=1.0, device_path_compiled=3.0, kornia=2.0)
+    assert 'device path 5.0 ms per batch (1.0 ms graphed, 3.0 ms compiled), PIL' in views_line(
+        views) and views_line(views).endswith('kornia 2.0 ms.')

@@ -37,6 +37,7 @@ def test_bench_views_times_both_paths(monkeypatch):
     ms = out['ms_per_batch']
     assert (out['batch'], out['native'], out['size'], out['device']) == (4, 16, 16, 'cpu')
     assert ms['device_path'] > 0 and ms['pil_per_image'] > 0 and ms['kornia'] is None
+    assert ms['device_path_graphed'] is None and ms['device_path_compiled'] is None  # GPU only
     assert out['pil_over_device_path'] == ms['pil_per_image'] / ms['device_path']
     assert torch.get_num_threads() == threads  # the PIL timing's single thread is undone
 
