@@ -176,6 +176,13 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         self._draw = torch.compile(draw_view, dynamic=False) if compile else draw_view
         self._graphed: Optional[GraphedCall] = None
 
+    def __getstate__(self) -> dict:
+        """A copy (``copy.deepcopy``, pickle) without the captured CUDA graphs and the side
+        stream, which cannot be copied: the copy makes its own at its first batch."""
+        state = dict(super().__getstate__())
+        state.update(_graphed=None, _side=SideStream())
+        return state
+
     def views(self, images: Tensor, packed: Tensor) -> Tensor:
         """Every view (num_views * B, 3, S, S) of uint8 images (B, 3, H, W) from packed
         parameters (num_views * B, 18), both on the device: view v of image b is row v B + b."""
@@ -206,7 +213,11 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
 
     def prepare(self, data: dict) -> dict:
         """The views of a loader batch drawn now, on CUDA on a side stream; `forward` then
-        hands them to the step once they are done (without the host waiting)."""
+        hands them to the step once they are done (without the host waiting). A batch without
+        sample seeds is left to `forward`: its parameters come from the process's generator,
+        whose draws must stay in the plain loop's order (a resume restores that generator)."""
+        if data.get('seed') is None:
+            return data
         return self._side.run(self.make, data, self.device)
 
     def forward(self, data: dict, training: bool = False) -> dict:

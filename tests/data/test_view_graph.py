@@ -33,25 +33,43 @@ def test_auto_on_a_cpu_draws_plainly_and_true_there_is_one_line():
         GPUViewPreprocessor(view='mocov2', input_size=24, graph='on')
 
 
+def test_a_copy_of_the_preprocessor_leaves_graphs_and_stream_behind():
+    """copy.deepcopy of the model (the record's compute count makes one after training) works
+    once the views hold CUDA graphs and a side stream, which cannot be copied; the copy makes
+    its own and draws the same views."""
+    import copy
+    import threading
+    pre = GPUViewPreprocessor(view='mocov2', input_size=24)
+    pre._graphed, pre._side.stream = threading.Lock(), threading.Lock()  # not copyable either
+    with pytest.raises(TypeError):
+        copy.deepcopy(threading.Lock())
+    twin = copy.deepcopy(pre)
+    assert twin._graphed is None and twin._side.stream is None and pre._graphed is not None
+    for a, b in zip(twin(batch())['inputs'], GPUViewPreprocessor(
+            view='mocov2', input_size=24)(batch())['inputs']):
+        assert torch.equal(a, b)
+
+
 class ReplayedGraph:
-    """A stand-in for torch.cuda.CUDAGraph on CPU tensors: capture records the function the
-    block calls and its output tensor; a replay recomputes that output in place from the
-    static inputs, as a CUDA graph rewrites its output memory."""
-    current = None
+    """A stand-in for torch.cuda.CUDAGraph on CPU tensors: a replay recomputes the captured
+    output in place from the static inputs, as a CUDA graph rewrites its output memory."""
 
     def __init__(self):
         self.replays = 0
 
     def replay(self):
         self.replays += 1
-        out = self.fn(*self.static)
-        self.out.copy_(out)
+        self.out.copy_(self.fn(*self.static))
 
 
-class Capture:
-    def __init__(self, graph, capture_error_mode):
-        assert capture_error_mode == 'thread_local'  # the pinning thread may allocate meanwhile
-        ReplayedGraph.current = graph
+class Nothing:
+    """A stream, event or context that does nothing (one stream on a CPU)."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __getattr__(self, name):
+        return lambda *args: None
 
     def __enter__(self):
         return self
@@ -61,33 +79,25 @@ class Capture:
 
 
 def cpu_graphs(monkeypatch):
-    """torch.cuda's graph, stream and capture calls replaced for CPU tensors, and ``fn``
-    wrapped so the stand-in graph knows what it captured."""
+    """torch.cuda's graph, stream and event calls replaced for CPU tensors; each capture tells
+    its stand-in graph what it captured."""
     cuda = view_graph.torch.cuda
     monkeypatch.setattr(cuda, 'CUDAGraph', ReplayedGraph)
-    monkeypatch.setattr(cuda, 'graph', Capture)
+    monkeypatch.setattr(cuda, 'graph', Nothing)
+    for name in ('current_stream', 'Stream', 'stream', 'Event'):
+        monkeypatch.setattr(cuda, name, Nothing)
+    real_init = view_graph.Captured.__init__
 
-    class Stream:
-        def wait_stream(self, other):
-            pass
-
-    class OnStream:
-        def __init__(self, stream):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-    monkeypatch.setattr(cuda, 'current_stream', lambda device: Stream())
-    monkeypatch.setattr(cuda, 'Stream', lambda device: Stream())
-    monkeypatch.setattr(cuda, 'stream', OnStream)
+    def init(self, fn, inputs, warmup):
+        real_init(self, fn, inputs, warmup)
+        self.graph.fn, self.graph.static, self.graph.out = fn, self.static, self.out
+    monkeypatch.setattr(view_graph.Captured, '__init__', init)
 
 
 def test_the_replayed_call_keeps_its_inputs_and_output_apart_from_the_callers(monkeypatch):
-    """Capture once for the first shapes, replay with each call's inputs copied in, hand out a
-    copy of the output (earlier results stay as they were), and call plainly for other shapes."""
+    """A graph per shape (two at most), captured at its first call; each replay with the
+    call's inputs copied in, handing out a copy of the output (earlier results stay as they
+    were); a third shape called plainly."""
     cpu_graphs(monkeypatch)
     calls = []
 
@@ -96,26 +106,25 @@ def test_the_replayed_call_keeps_its_inputs_and_output_apart_from_the_callers(mo
         return x * 2 + y
 
     graphed = GraphedCall(fn)
-    real_capture = graphed.capture
-
-    def capture(inputs):
-        real_capture(inputs)
-        ReplayedGraph.current.fn, ReplayedGraph.current.static = fn, graphed.static
-        ReplayedGraph.current.out = graphed.out
-    graphed.capture = capture
     a, b, c = (torch.full((4,), float(v)) for v in (1, 2, 3))
     first = graphed(a, b)
     assert torch.equal(first, torch.full((4,), 4.0))
     # two warm-up calls, the capture, the stand-in's replay
-    assert calls == [4, 4, 4, 4] and graphed.graph.replays == 1
+    full = graphed.graphs[graphed.signature((a, b))]
+    assert calls == [4, 4, 4, 4] and full.graph.replays == 1
     second = graphed(c, a)
-    assert torch.equal(second, torch.full((4,), 7.0)) and graphed.graph.replays == 2
+    assert torch.equal(second, torch.full((4,), 7.0)) and full.graph.replays == 2
     assert torch.equal(first, torch.full((4,), 4.0))  # a copy: the replay did not touch it
-    assert first.data_ptr() != graphed.out.data_ptr()
+    assert first.data_ptr() != full.out.data_ptr()
     c.fill_(100.0)
-    assert torch.equal(graphed.static[0], torch.full((4,), 3.0))  # its own copy of the inputs
-    other = graphed(torch.ones(2), torch.ones(2))  # a last, smaller batch: a plain call
-    assert torch.equal(other, torch.full((2,), 3.0)) and graphed.graph.replays == 2
+    assert torch.equal(full.static[0], torch.full((4,), 3.0))  # its own copy of the inputs
+    small = graphed(torch.ones(2), torch.ones(2))  # an epoch's last, smaller batch: its graph
+    assert torch.equal(small, torch.full((2,), 3.0)) and len(graphed.graphs) == 2
+    assert torch.equal(graphed(torch.zeros(2), torch.ones(2)), torch.ones(2))
+    calls.clear()
+    third = graphed(torch.ones(3), torch.ones(3))  # a third shape: a plain call
+    assert torch.equal(third, torch.full((3,), 3.0)) and calls == [3]
+    assert len(graphed.graphs) == 2 and full.graph.replays == 2
 
 
 @pytest.mark.cuda
@@ -129,7 +138,10 @@ def test_graphed_views_are_the_plain_views_and_stay_as_handed_out(compiled):
     batches = [batch(16, 64, 0, pin=True), batch(16, 64, 16, pin=True), batch(5, 64, 32)]
     got = [graphed(dict(b))['inputs'] for b in batches]
     kept = [[v.clone() for v in views] for views in got]
-    assert graphed._graphed.graph is not None
+    assert len(graphed._graphed.graphs) == 2  # the full batches' and the last one's
+    import copy
+    twin = copy.deepcopy(graphed)  # as the record's compute count does with the model
+    assert twin._graphed is None and twin._side.stream is None
     for b, views, copies in zip(batches, got, kept):
         for g, p, k in zip(views, plain(dict(b))['inputs'], copies):
             torch.testing.assert_close(g, p, rtol=0, atol=1e-5)
@@ -152,9 +164,9 @@ def test_a_replayed_batch_is_a_few_host_operations_and_no_wait():
             pre(second)
         finally:
             torch.cuda.set_sync_debug_mode('default')
-    assert not count.host_reads and count.ops <= 120, (count.ops, count.by_name)
+    assert not count.host_reads and count.ops <= 150, (count.ops, count.by_name)
     pre.graph = False
     with DispatchCount() as plain:
         pre(third)
-    assert plain.ops > 4 * count.ops, (plain.ops, count.ops)
+    assert plain.ops >= 3 * count.ops, (plain.ops, count.ops)
     torch.cuda.synchronize()

@@ -33,6 +33,8 @@ def test_a_prepared_batch_is_the_plain_call_and_passes_through_forward():
         GPUViewPreprocessor(view='mocov2', input_size=24, graph=1)
     assert [t.shape for t in tensors([torch.ones(1), (torch.ones(2), 'x')])] == [(1,), (2,)]
     assert take({READY: None, 'inputs': 1}) == {'inputs': 1}
+    seedless = dict(inputs=batch()['inputs'], data_samples=torch.arange(8))
+    assert pre.prepare(seedless) is seedless  # drawn at its step: the generator's order kept
 
 
 @pytest.mark.cuda
@@ -47,6 +49,10 @@ def test_views_drawn_on_a_side_stream_reach_each_step_whole_and_never_wait():
     assert pre.prefetches()
     batches = [batch(16, 64, seed, pin=True) for seed in range(0, 80, 16)]
     pre(batch(16, 64, 999, pin=True))  # the graph's capture (it synchronises once)
+    make = pre.make
+    # the side stream held back ~20 ms before each batch's views: a step that did not wait for
+    # its batch's event would read views not yet drawn
+    pre.make = lambda data: (torch.cuda._sleep(40_000_000), make(data))[1]
     train_step(model, opt, plain(batch(16, 64, 998))['inputs'], torch.bfloat16)
     torch.cuda.synchronize()
     got = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os.path as osp
 import re
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +24,9 @@ import torch
 from mmengine.config import Config
 
 from benchmark.engine.checkpoints import read_checkpoint
-from benchmark.harness.faults.runs import IMPORTS, differing, referenced_corrupt, train
+from benchmark.cli import one_line
+from benchmark.harness.faults.runs import (IMPORTS, differing, referenced_corrupt, tiny_env,
+                                           train)
 from benchmark.layout import LAST_CHECKPOINT
 
 _RESUMED = re.compile(r'resumed epoch: (\d+), iter: (\d+)')
@@ -165,7 +168,11 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
     def timed_train(cfg: str, folder: str, resume: bool, what: str):
         log(f'  {what} ...')
         start = time.perf_counter()
-        proc = train(cfg, folder, nproc=nproc, resume=resume, torchrun=True, timeout=timeout)
+        env = tiny_env(folder)
+        if concurrent:  # a fixed rendezvous port would be taken by the first of the runs
+            env.pop('PORT', None)
+        proc = train(cfg, folder, nproc=nproc, resume=resume, torchrun=True, timeout=timeout,
+                     env=env)
         out[f'{what}_seconds'] = round(time.perf_counter() - start, 1)
         out[f'{what}_rc'] = proc.returncode
         Path(work, f'{what}.log').write_text(proc.stdout + proc.stderr)
@@ -174,11 +181,15 @@ def kill_and_resume(config: str, work: str, *, data_root: Optional[str] = None, 
     def uninterrupted(name: str) -> Optional[dict]:
         """Its final weights, or None (a failure noted) when it did not finish."""
         folder = osp.join(work, name)
-        proc = timed_train(plain_cfg, folder, False, name)
-        if proc.returncode != 0:
-            failures.append(f'the uninterrupted run {name} exited {proc.returncode}')
+        try:
+            proc = timed_train(plain_cfg, folder, False, name)
+            if proc.returncode != 0:
+                failures.append(f'the uninterrupted run {name} exited {proc.returncode}')
+                return None
+            out[f'{name}_iter'], state = final_state(folder)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as err:
+            failures.append(f'the uninterrupted run {name}: {one_line(err)}')
             return None
-        out[f'{name}_iter'], state = final_state(folder)
         return state
 
     names = (['reference'] + (['reference2'] if noise_floor else [])) if reference else []

@@ -10,9 +10,9 @@ Segments are on the device's timeline: ``views`` = preprocessor start to end, ``
 preprocessor end to step end, ``hooks`` = step end to iteration end, ``rest`` = the remainder
 of the wall time per iteration (the loader wait is reported beside it, from IterTimerHook).
 Where the loop draws the views one batch ahead (`benchmark.engine.prefetch_loop`, on a GPU),
-their host work happens while the next batch is taken, so it is counted in the loader wait,
-their device work runs on a side stream beside the step, and ``views`` is how long the step's
-stream waited for them.
+their host work happens while the next batch is taken, so it is counted in the loader wait
+(and its operations are not in the counted iteration's), their device work runs on a side
+stream beside the step, and ``views`` is how long the step's stream waited for them.
 
 Counts: the timed iterations run with torch's sync check in 'warn' on a GPU (each host wait is a
 warning, counted); a last iteration after them runs under `DispatchCount` from its batch's

@@ -118,11 +118,14 @@ def test_concurrent_references_train_beside_the_killed_run(tmp_path, monkeypatch
     from benchmark.harness.faults import kill_resume as kr
     events, lock = [], threading.Lock()
 
-    def train(cfg, folder, *, nproc, resume, torchrun, timeout):
+    ports = set()
+
+    def train(cfg, folder, *, nproc, resume, torchrun, timeout, env):
         name = Path(folder).name if not resume else 'resumed'
         name = 'killed' if cfg.endswith('killed.py') else name
         with lock:
             events.append(('start', name))
+            ports.add(env.get('PORT'))
         time.sleep(0.2)
         with lock:
             events.append(('end', name))
@@ -130,6 +133,7 @@ def test_concurrent_references_train_beside_the_killed_run(tmp_path, monkeypatch
             return subprocess.CompletedProcess([], -9, 'exitcode  : -9', '')
         return subprocess.CompletedProcess([], 0, 'resumed epoch: 1, iter: 4' * resume, '')
     monkeypatch.setattr(kr, 'train', train)
+    monkeypatch.setenv('PORT', '29511')  # a fixed port would be taken by the first run
     run_states = iter([4, 16])  # the run's folder after the kill, then after the resume
     monkeypatch.setattr(kr, 'final_state', lambda folder: (
         next(run_states) if Path(folder).name == 'run' else 16, dict(w=torch.ones(2))))
@@ -143,3 +147,27 @@ def test_concurrent_references_train_beside_the_killed_run(tmp_path, monkeypatch
     killed_end = events.index(('end', 'killed'))
     early = {name for what, name in events[:killed_end] if what == 'start'}
     assert early == ({'killed', 'reference', 'reference2'} if concurrent else {'killed'})
+    assert ports == ({None} if concurrent else {'29511'})
+
+
+def test_a_reference_that_left_no_weights_is_a_failure_not_a_crash(tmp_path, monkeypatch):
+    from benchmark.harness.faults import kill_resume as kr
+
+    def train(cfg, folder, *, nproc, resume, torchrun, timeout, env):
+        if cfg.endswith('killed.py'):
+            return subprocess.CompletedProcess([], -9, 'exitcode  : -9', '')
+        return subprocess.CompletedProcess([], 0, 'resumed epoch: 1, iter: 4' * resume, '')
+
+    def final_state(folder):
+        if Path(folder).name == 'reference2':
+            raise FileNotFoundError(f'{folder}/epoch_2.pth: no such file')
+        return 4, dict(w=torch.ones(2))
+    monkeypatch.setattr(kr, 'train', train)
+    monkeypatch.setattr(kr, 'final_state', final_state)
+    monkeypatch.setattr(kr, 'referenced_corrupt', lambda folder: [])
+    out = kr.kill_and_resume(str(ROOT / 'configs' / 'mixco_r18_tiny_fast.py'), str(tmp_path),
+                             kill_at=5, iter_interval=2, require_identical=False,
+                             noise_floor=True, concurrent=True, log=lambda line: None)
+    assert not out['passed'] and 'noise_floor' not in out
+    assert out['failures'] == [f'the uninterrupted run reference2: {tmp_path}/reference2/'
+                               f'epoch_2.pth: no such file']
