@@ -40,6 +40,12 @@ from benchmark.data.view_ops import (gaussian_blur, grayscale, jitter, resize_ma
 from benchmark.data.view_params import ViewParams, ViewSpec, draw_view_params, view_spec
 
 
+def is_switch(value) -> bool:
+    """Whether ``value`` is one of a device switch's values: 'auto', True or False (not 1 or 0,
+    although 1 == True)."""
+    return isinstance(value, bool) or value == 'auto'
+
+
 def batch_generator(seeds: Optional[Tensor]) -> torch.Generator:
     """A CPU generator seeded from the batch's sample seeds (B,), or, without them, from one
     draw of the process's torch generator (which the suite's checkpoints save)."""
@@ -166,7 +172,7 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
             raise ValueError(f'model.data_preprocessor.compile must be True or False, '
                              f'got {compile!r}')
         for name, value in (('graph', graph), ('prefetch', prefetch)):
-            if not (isinstance(value, bool) or value == 'auto'):  # 1 == True: not enough
+            if not is_switch(value):
                 raise ValueError(f"model.data_preprocessor.{name} must be 'auto', True or "
                                  f"False, got {value!r}")
         self.spec = view_spec(view, input_size, normalize)

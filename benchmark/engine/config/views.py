@@ -11,7 +11,7 @@ from typing import Optional
 
 from lightly.transforms.utils import IMAGENET_NORMALIZE
 
-from benchmark.data.gpu_views import GPUViewPreprocessor
+from benchmark.data.gpu_views import GPUViewPreprocessor, is_switch
 from benchmark.data.raw_view import RAW_VIEW
 from benchmark.data.view_params import view_spec
 
@@ -70,8 +70,7 @@ def resolve_train_views(cfg, cuda: bool) -> str:
     if not isinstance(spec.get('compile', False), bool):
         raise ValueError(f"train_views.compile must be True or False, got {spec['compile']!r}")
     for key in ('graph', 'prefetch'):
-        value = spec.get(key, 'auto')
-        if not (isinstance(value, bool) or value == 'auto'):  # 1 == True: not enough
+        if not is_switch(spec.get(key, 'auto')):
             raise ValueError(f"train_views.{key} must be 'auto', True or False, got "
                              f"{spec[key]!r}")
     if on == 'device' or (on == 'auto' and cuda):
