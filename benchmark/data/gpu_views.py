@@ -227,13 +227,17 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
         return self._side.run(self.make, data, self.device)
 
     def forward(self, data: dict, training: bool = False) -> dict:
-        """``dict(inputs=uint8 (B, 3, H, W), data_samples=..., seed=(B,))``, or a batch
+        """``dict(inputs=uint8 (B, 3, H, W) or B images (3, H, W) of one size,
+        data_samples=..., seed=(B,))``, or a batch
         `prepare` drew, -> ``dict(inputs=[view] * num_views, data_samples=...)`` on the device."""
         return take(data) if is_ready(data) else self.make(data)
 
     def make(self, data: dict) -> dict:
         """The views of a loader batch (see `forward`)."""
         images = data['inputs']
+        if (isinstance(images, (list, tuple)) and images and all(
+                isinstance(i, Tensor) and i.shape == images[0].shape for i in images)):
+            images = torch.stack(tuple(images))  # a pseudo_collate batch: images of one size
         if not (isinstance(images, Tensor) and images.dtype == torch.uint8 and images.dim() == 4
                 and images.shape[1] == 3):
             got = (f'{images.dtype} {tuple(images.shape)}' if isinstance(images, Tensor)

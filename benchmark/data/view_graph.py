@@ -16,10 +16,12 @@ so the same views. A replay first waits for the previous replay of its graph to 
 so calls from different streams (a side stream drawing ahead, the default stream) never
 overwrite each other's inputs or output. Capture errors are those of the calling thread only
 (``capture_error_mode='thread_local'``): the loader's pinning thread may allocate pinned memory
-meanwhile.
+meanwhile. A capture that fails (an operation a CUDA graph cannot hold, a driver that refuses)
+is said once as a warning, and from then on every call is a plain one: the same views, slower.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Dict, Optional, Tuple
 
 import torch
@@ -73,6 +75,7 @@ class GraphedCall:
     def __init__(self, fn: Callable[..., Tensor], warmup: int = WARMUP_CALLS) -> None:
         self.fn, self.warmup = fn, warmup
         self.graphs: Dict[Tuple, Captured] = {}
+        self.failed: Optional[str] = None  # why a capture failed: no graphs from then on
 
     @staticmethod
     def signature(inputs: Tuple[Tensor, ...]) -> Tuple:
@@ -83,7 +86,15 @@ class GraphedCall:
         captured = self.graphs.get(key)
         if captured is not None:
             return captured(inputs, copy_in=True)
-        if len(self.graphs) >= MAX_GRAPHS:
+        if len(self.graphs) >= MAX_GRAPHS or self.failed is not None:
             return self.fn(*inputs)
-        self.graphs[key] = captured = Captured(self.fn, inputs, self.warmup)
+        try:
+            captured = Captured(self.fn, inputs, self.warmup)
+        except RuntimeError as err:
+            self.failed = f'{type(err).__name__}: {err}'.splitlines()[0]
+            warnings.warn(f'device views: the CUDA graph capture failed ({self.failed}); the '
+                          f'views are drawn by plain calls from now on (the same views, more '
+                          f"host time); model.data_preprocessor.graph=False skips the capture")
+            return self.fn(*inputs)
+        self.graphs[key] = captured
         return captured(inputs, copy_in=False)  # its static inputs are this call's

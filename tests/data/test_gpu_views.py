@@ -349,8 +349,13 @@ def test_preprocessor_output_and_input_errors():
     assert set(out) == {'inputs', 'data_samples'} and torch.equal(out['data_samples'], labels)
     assert [tuple(v.shape) for v in out['inputs']] == [(4, 3, 24, 24)] * 2
     assert all(v.dtype == torch.float32 for v in out['inputs'])
+    listed = GPUViewPreprocessor(view=DIGITS_VIEW, input_size=24)(  # as pseudo_collate hands
+        dict(inputs=list(x), data_samples=labels, seed=torch.arange(4)), training=True)
+    assert all(torch.equal(a, b) for a, b in zip(listed['inputs'], out['inputs']))
     with pytest.raises(ValueError, match=r'uint8 batches .* got torch.float32 .*view=raw_uint8'):
         GPUViewPreprocessor(input_size=24)(dict(inputs=x.float(), data_samples=labels))
+    with pytest.raises(ValueError, match=r'uint8 batches .* got list; .*view=raw_uint8'):
+        GPUViewPreprocessor(input_size=24)(dict(inputs=[x[0], x[1, :, :8]]))
     with pytest.raises(ValueError, match='input_size: missing'):
         GPUViewPreprocessor()
     with pytest.raises(ValueError, match="unknown override 'min_scal'"):

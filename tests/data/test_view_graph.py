@@ -170,3 +170,23 @@ def test_a_replayed_batch_is_a_few_host_operations_and_no_wait():
         pre(third)
     assert plain.ops >= 3 * count.ops, (plain.ops, count.ops)
     torch.cuda.synchronize()
+
+
+def test_a_failed_capture_is_one_warning_and_plain_calls_after_it(monkeypatch):
+    """A capture that raises (an operation a CUDA graph cannot hold) does not end the run: one
+    warning naming the error and the switch, then plain calls, the same results."""
+    cpu_graphs(monkeypatch)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError('operation not permitted when stream is capturing\nmore')
+    monkeypatch.setattr(view_graph.torch.cuda, 'CUDAGraph', refuse)
+    graphed = GraphedCall(lambda x: x + 1)
+    with pytest.warns(UserWarning) as caught:
+        assert torch.equal(graphed(torch.zeros(3)), torch.ones(3))
+        assert torch.equal(graphed(torch.ones(3)), torch.full((3,), 2.0))
+        assert torch.equal(graphed(torch.ones(2)), torch.full((2,), 2.0))
+    assert len(caught) == 1 and not graphed.graphs
+    assert str(caught[0].message) == (
+        'device views: the CUDA graph capture failed (RuntimeError: operation not permitted '
+        'when stream is capturing); the views are drawn by plain calls from now on (the same '
+        'views, more host time); model.data_preprocessor.graph=False skips the capture')
