@@ -20,6 +20,11 @@ write to the terminal. Its `end` says how the job ended, last on stderr:
 - a process that ended without one (a signal: a crash in native code, the out-of-memory
   killer; or a traceback): one line naming its rank, its signal or code, the others' ends and
   the log; exit code 1 for a signal, else its own.
+
+`honor_shutdown_timeout` (called when the job starts) fixes one thing of torchrun's: after a
+process has failed, torchrun stops the others with SIGTERM and SIGKILLs them 30 s later,
+whatever ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` (or ``--shutdown-timeout``) says; with it, that
+setting holds there as it does for a signal sent to torchrun.
 """
 from __future__ import annotations
 
@@ -144,6 +149,35 @@ def without_a_line(failures: dict, report: str) -> Tuple[int, str]:
                   f'{report}')
 
 
+SHUTDOWN_TIMEOUT = 'TORCH_ELASTIC_SHUTDOWN_TIMEOUT'  # torchrun's setting (30 s by default)
+
+
+def honor_shutdown_timeout() -> None:
+    """After a process has failed, torchrun stops the others with its configured shutdown
+    timeout between SIGTERM and SIGKILL (``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``; the agent's
+    ``--shutdown-timeout``), as it does for a signal sent to it, not with a fixed 30 s: torch
+    2.11 passes the setting on the signal path only (pytorch/pytorch#119856). Its failure paths
+    take the default instead: the process context closing itself when one of its processes
+    fails (`PContext.close()`), and the agent's `_stop_workers` (pytorch/pytorch PR #192815,
+    open). Idempotent."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing.api import PContext
+    if getattr(PContext.close, 'honors_shutdown_timeout', False):
+        return
+    close = PContext.close
+
+    def close_in_time(self, death_sig=None, timeout=None) -> None:
+        if timeout is None:
+            timeout = int(os.environ.get(SHUTDOWN_TIMEOUT, '30'))
+        close(self, death_sig, timeout)
+
+    def stop_workers(self, worker_group) -> None:
+        self._shutdown(timeout=getattr(self, '_shutdown_timeout', 30))
+    close_in_time.honors_shutdown_timeout = True
+    PContext.close = close_in_time
+    LocalElasticAgent._stop_workers = stop_workers
+
+
 class TorchrunJob:
     """Run torchrun inside ``with job:`` (its output to `log`), then ``sys.exit(job.end())``.
 
@@ -160,6 +194,7 @@ class TorchrunJob:
         self.crash: Optional[str] = None  # torchrun's own error, one line
 
     def __enter__(self) -> 'TorchrunJob':
+        honor_shutdown_timeout()
         self._stderr = sys.stderr
         self.log = LazyLog(self.path, ' '.join(sys.argv), sys.stderr)
         sys.stderr = self.log  # torch's log handler follows sys.stderr; the processes keep fd 2

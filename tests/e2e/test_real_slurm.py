@@ -6,7 +6,9 @@ training, which saves and exits 143, submitit requeues the job through ``scontro
 SLURM starts it again, the training resumes and ends with the weights of the uninterrupted run
 (tests/e2e/conftest.py's, one process), bit for bit, and the run has exactly one record.
 The run pauses at iteration 11 (epoch 2) until the signal has arrived, on any machine. The
-suites' --wait looks at their tasks every second (slurm.poll_s=1; 5 s by default)."""
+suites' --wait looks at their tasks every second (slurm.poll_s=1; 5 s by default).
+Without a suite: docs/crash-safety.md's batch script, USR1 to its shell, requeued by the
+script, resumed bit for bit."""
 import os
 import re
 import subprocess
@@ -245,5 +247,76 @@ def test_one_task_per_process_trains_as_torchrun_does(real_slurm, tmp_path, tiny
     work = next((tmp_path / f'work_dirs/suites/{name}').glob('tiny-*'))
     assert (work / 'suite_train.log.rank1').is_file()  # a task of its own for rank 1
     assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
+    final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
+    assert differing(reference_2p.weights, final) == []
+
+
+def documented_batch_script(config: str, work: Path) -> str:
+    """docs/crash-safety.md's SLURM batch script for `config` in `work`: its lines as the page
+    prints them, but for the command's config and work dir (and no GPUs: this SLURM has none)."""
+    page = (ROOT / 'docs/crash-safety.md').read_text()
+    script = next(block for block in re.findall(r'```bash\n(.*?)```', page, re.S)
+                  if '#SBATCH --requeue' in block)
+    command = 'tools/dist_train.sh configs/mixco_r18_tiny.py 2 --resume &'
+    assert command in script and ' --gres=gpu:2' in script, script
+    return script.replace(' --gres=gpu:2', '').replace(
+        command, f'tools/dist_train.sh {config} 2 --resume --work-dir {work} --no-eval &')
+
+
+def job_state(job: str) -> dict:
+    """scontrol's JobState and Restarts of `job`."""
+    out = subprocess.run(['scontrol', 'show', 'job', job], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    return dict(re.findall(r'\b(JobState|Restarts)=(\S+)', out))
+
+
+ENDED = ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY')
+
+
+def until(condition, job: str, what: str, log: Path) -> None:
+    """Wait for `condition` (10 minutes at most); fail at once, with the job's output, when
+    the job has ended without it."""
+    def held() -> bool:
+        if condition():
+            return True
+        state = job_state(job)
+        assert state['JobState'] not in ENDED, (what, state, read(log)[-3000:])
+        return False
+    wait_for(held, 600, what)
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ''
+
+
+def test_the_documented_batch_script_requeues_its_stopped_run_which_resumes_bit_identical(
+        real_slurm, tmp_path, tiny_data, reference_2p):
+    """The page's batch script on a real SLURM: USR1 to the batch shell (as --signal=B:USR1@120
+    sends it before the time limit; here `scancel --batch --signal=USR1` in the middle of epoch
+    2) is passed to dist_train.sh, whose two processes save and exit 143; the script requeues
+    the job, SLURM starts it again, and its --resume ends with the uninterrupted run's weights."""
+    at = 5  # epoch 2, batch 1 of 4
+    config, flag = paused_config(tmp_path, tiny_data, at)
+    work, out = tmp_path / 'work', tmp_path / 'job.out'
+    (tmp_path / 'job.sh').write_text(documented_batch_script(config, work))
+    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
+    job = subprocess.run(['sbatch', '--parsable', '-J', f'script_{uuid.uuid4().hex[:8]}',
+                          '-c', '2', '--open-mode=append', '-o', str(out), '-D', str(ROOT),
+                          str(tmp_path / 'job.sh')],
+                         env=env, capture_output=True, text=True, timeout=30, check=True
+                         ).stdout.strip()
+    try:
+        until(lambda: all(os.path.exists(f'{flag}.{rank}') for rank in (0, 1)), job,
+              f'iteration {at} of the job', out)
+        subprocess.run(['scancel', '--batch', '--signal=USR1', job], check=True, timeout=30)
+        until(lambda: job_state(job) == {'JobState': 'COMPLETED', 'Restarts': '1'}, job,
+              'the requeued job completing', out)
+    finally:
+        if job_state(job)['JobState'] not in ENDED:
+            subprocess.run(['scancel', job], timeout=30)
+    log = read(out)
+    assert log.count('exiting with 143') == 1 and f'iter_{at}.pth after iteration {at}' in log, \
+        log[-3000:]
+    assert f'resumed epoch: {at // STEPS[2]}, iter: {at}' in log, log[-3000:]
     final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
     assert differing(reference_2p.weights, final) == []

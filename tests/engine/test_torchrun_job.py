@@ -148,3 +148,36 @@ def test_a_log_that_cannot_be_written_leaves_the_report_on_the_terminal(tmp_path
     assert _job(tmp_path, monkeypatch, failed)[0].end() == 1
     err = capsys.readouterr().err
     assert 'Root Cause' in err and err.splitlines()[-1].endswith("torchrun's report is above")
+
+
+def test_torchrun_stops_the_processes_left_after_a_failure_with_its_shutdown_timeout(monkeypatch):
+    """After a process fails, torchrun stops the others with the shutdown timeout it was given
+    (TORCH_ELASTIC_SHUTDOWN_TIMEOUT), as for a signal, not torch's fixed 30 s: both where its
+    process context closes itself and where its agent stops the workers."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing.api import PContext
+
+    from benchmark.engine.torchrun_job import honor_shutdown_timeout
+    monkeypatch.setattr(LocalElasticAgent, '_stop_workers', LocalElasticAgent._stop_workers)
+    monkeypatch.setattr(PContext, 'close', PContext.close)
+    monkeypatch.setenv('TORCH_ELASTIC_SHUTDOWN_TIMEOUT', '2')
+
+    class Stoppable:
+        _shutdown_timeout, _tail_logs, filtered_stdout, filtered_stderr = 7, [], None, None
+
+        def __init__(self):
+            self.timeouts = []
+
+        def _shutdown(self, death_sig=None, timeout=30):  # the agent's
+            self.timeouts.append(timeout)
+
+        def _close(self, death_sig, timeout):  # the process context's
+            self.timeouts.append(timeout)
+
+    honor_shutdown_timeout()
+    honor_shutdown_timeout()  # once is enough; twice changes nothing
+    agent, context = Stoppable(), Stoppable()
+    LocalElasticAgent._stop_workers(agent, None)
+    PContext.close(context)  # as SubprocessContext does once a process has failed
+    PContext.close(context, timeout=5)  # a timeout given is kept
+    assert (agent.timeouts, context.timeouts) == ([7], [2, 5])
