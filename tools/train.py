@@ -19,7 +19,8 @@ from benchmark import dist
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.checkpoints import check_resume_fits
 from benchmark.cli import ArgumentParser, fail, one_line
-from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
+from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
+                                     setup_cpu_distributed)
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.config.views import resolve_train_views
 from benchmark.engine.late_errors import bad_input, late_exit
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
         code = train(runner, args, identity)
     finally:  # the process usually ends here, which gives it up as well
         release_work_dir(runner.cfg.work_dir)
+        forget_run_instances(runner)  # a later run in this process gets its own
     del runner  # its DDP wrapper holds the process group: freed now, not at the shutdown
     dist.free_groups()
     return code

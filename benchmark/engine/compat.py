@@ -68,7 +68,12 @@ PRIVATE_API: Tuple[PrivateName, ...] = (
     PrivateName('mmengine.model', 'BaseDataPreprocessor', '_non_blocking', 'attribute', None,
                 'GPUViewPreprocessor (the copy of a batch to the device)'),
     PrivateName('mmengine.logging', 'MMLogger', '_instance_dict', 'attribute', None,
-                "manager_instances (tests close the loggers of the runs they start)"),
+                "manager_instances (tests close the loggers of the runs they start), "
+                "forget_run_instances"),
+    PrivateName('mmengine.visualization', 'Visualizer', '_instance_dict', 'attribute', None,
+                'forget_run_instances'),
+    PrivateName('mmengine.logging', 'MessageHub', '_instance_dict', 'attribute', None,
+                'forget_run_instances'),
     PrivateName('torch.utils.data.dataloader', '_MultiProcessingDataLoaderIter',
                 '_shutdown_workers', 'method', (), 'benchmark.dist.close_loader_workers'),
 )
@@ -123,6 +128,28 @@ def wandb_init_kwargs(backend: Any) -> Dict[str, Any]:
 def manager_instances(cls: Any) -> Dict[str, Any]:
     """The named instances of an mmengine ManagerMixin class (MMLogger, MessageHub...)."""
     return dict(cls._instance_dict)
+
+
+def forget_run_instances(runner: Any) -> None:
+    """Drop the logger, visualizer, message hub and scope mmengine keeps for an ended run, and
+    close the logger's handlers (its log file).
+
+    mmengine names them after the run's experiment (the config file's name and the start time
+    to the second) and hands out an existing one for a known name (`ManagerMixin.get_instance`,
+    with a warning only). A second run of the same config in this process that starts within
+    the same second (a resume of a run that had ended trains nothing and ends at once) was
+    given the first one's: its closed wandb backend (``wandb.config`` then fails: "You must
+    call wandb.init() before wandb.config.update"), its log file and its message hub."""
+    from mmengine.logging import MessageHub, MMLogger
+    from mmengine.registry import DefaultScope
+    from mmengine.visualization import Visualizer
+    name = runner.experiment_name
+    logger = MMLogger._instance_dict.pop(name, None)
+    for cls in (Visualizer, MessageHub, DefaultScope):
+        cls._instance_dict.pop(name, None)
+    for handler in list(logger.handlers) if logger is not None else ():
+        logger.removeHandler(handler)
+        handler.close()  # a file handler closes its file; a stream handler leaves its stream
 
 
 _NUMPY_CORE = getattr(np, '_core', None) or np.core  # numpy 2 renamed numpy.core

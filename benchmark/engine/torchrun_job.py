@@ -156,10 +156,10 @@ def honor_shutdown_timeout() -> None:
     """After a process has failed, torchrun stops the others with its configured shutdown
     timeout between SIGTERM and SIGKILL (``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``; the agent's
     ``--shutdown-timeout``), as it does for a signal sent to it, not with a fixed 30 s: torch
-    2.11 passes the setting on the signal path only (pytorch/pytorch#119856). Its failure paths
-    take the default instead: the process context closing itself when one of its processes
-    fails (`PContext.close()`), and the agent's `_stop_workers` (pytorch/pytorch PR #192815,
-    open). Idempotent."""
+    (2.14.1 and before) passes the setting on the signal path only (pytorch/pytorch#119856).
+    Its failure paths take the default instead: the process context closing itself when one of
+    its processes fails (`PContext.close()`), and the agent's `_stop_workers` (open fix:
+    pytorch/pytorch#192815). Idempotent."""
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing.api import PContext
     if getattr(PContext.close, 'honors_shutdown_timeout', False):

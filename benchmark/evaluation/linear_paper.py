@@ -17,7 +17,8 @@ from mmengine.registry import DATASETS
 from mmengine.runner import Runner
 
 from benchmark import dist
-from benchmark.engine.compat import allow_mmengine_checkpoints, setup_cpu_distributed
+from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
+                                     setup_cpu_distributed)
 from benchmark.engine.config.check import read_config
 from benchmark.engine.tracking import configure_wandb
 from benchmark.layout import EVAL_CONFIG_DIR as CONFIG_DIR
@@ -117,7 +118,10 @@ def run_linear_paper(eval_config: str, checkpoint: Optional[str], backbone: dict
     runner = Runner.from_cfg(cfg)
     history = ValHistory()
     runner.register_hook(history)
-    runner.train()
+    try:
+        runner.train()
+    finally:
+        forget_run_instances(runner)  # a later probe in this process gets its own
     last_epoch, final = history.history[-1] if history.history else (None, {})
     if last_epoch != cfg.train_cfg.max_epochs:
         raise RuntimeError(f'linear_paper: no validation after the final epoch '

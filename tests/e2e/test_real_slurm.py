@@ -274,12 +274,12 @@ ENDED = ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEM
 
 
 def until(condition, job: str, what: str, log: Path) -> None:
-    """Wait for `condition` (10 minutes at most); fail at once, with the job's output, when
-    the job has ended without it."""
+    """Wait for `condition(state)` of the job's `job_state` (10 minutes at most); fail at once,
+    with the job's output, when the job has ended without it."""
     def held() -> bool:
-        if condition():
+        state = job_state(job)  # read once: the condition and the check see the same state
+        if condition(state):
             return True
-        state = job_state(job)
         assert state['JobState'] not in ENDED, (what, state, read(log)[-3000:])
         return False
     wait_for(held, 600, what)
@@ -306,10 +306,10 @@ def test_the_documented_batch_script_requeues_its_stopped_run_which_resumes_bit_
                          env=env, capture_output=True, text=True, timeout=30, check=True
                          ).stdout.strip()
     try:
-        until(lambda: all(os.path.exists(f'{flag}.{rank}') for rank in (0, 1)), job,
+        until(lambda _: all(os.path.exists(f'{flag}.{rank}') for rank in (0, 1)), job,
               f'iteration {at} of the job', out)
         subprocess.run(['scancel', '--batch', '--signal=USR1', job], check=True, timeout=30)
-        until(lambda: job_state(job) == {'JobState': 'COMPLETED', 'Restarts': '1'}, job,
+        until(lambda state: state == {'JobState': 'COMPLETED', 'Restarts': '1'}, job,
               'the requeued job completing', out)
     finally:
         if job_state(job)['JobState'] not in ENDED:

@@ -255,11 +255,28 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
         '3\nerror: training diverged at iteration 3 (epoch 1): ')  # the line dist_train.sh ends with
 
 
+class SameSecond:
+    """The time module for mmengine's Runner, whose start time (the name of its logger,
+    visualizer and message hub) is always the same second."""
+
+    def __getattr__(self, name):
+        import time
+        return getattr(time, name)
+
+    @staticmethod
+    def strftime(form, *args):
+        return '20260101_000000'
+
+
 def test_a_resume_of_a_run_that_ended_writes_no_second_record(tmp_path, data, monkeypatch):
     """A stop the job did not stop for (a SIGTERM to a loader worker, which leaves it to its
     trainer) lets it end and record; the resume started right after trains nothing and finds
     the record of the same final checkpoint: one record, not two. A run that trained does
-    record (a resume that lengthened it, a fresh run)."""
+    record (a resume that lengthened it, a fresh run). Every run here starts in the same
+    second, as a resume that trains nothing and the run after it may: each still gets its own
+    logger and visualizer (mmengine names them after the config and the second)."""
+    import mmengine.runner.runner as runner_module
+    monkeypatch.setattr(runner_module, 'time', SameSecond())
     work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
     monkeypatch.setattr(train, 'evaluate_run', functools.partial(train.evaluate_run,
                                                                  protocols=('knn',)))
