@@ -76,6 +76,12 @@ PRIVATE_API: Tuple[PrivateName, ...] = (
                 'forget_run_instances'),
     PrivateName('torch.utils.data.dataloader', '_MultiProcessingDataLoaderIter',
                 '_shutdown_workers', 'method', (), 'benchmark.dist.close_loader_workers'),
+    PrivateName('torch.distributed.elastic.agent.server.local_elastic_agent',
+                'LocalElasticAgent', '_stop_workers', 'method', ('worker_group',),
+                'benchmark.engine.torchrun_job.honor_shutdown_timeout'),
+    PrivateName('torch.distributed.elastic.agent.server.local_elastic_agent',
+                'LocalElasticAgent', '_shutdown', 'method', ('death_sig', 'timeout'),
+                'benchmark.engine.torchrun_job.honor_shutdown_timeout'),
 )
 
 
