@@ -253,14 +253,15 @@ def test_one_task_per_process_trains_as_torchrun_does(real_slurm, tmp_path, tiny
 
 def documented_batch_script(config: str, work: Path) -> str:
     """docs/crash-safety.md's SLURM batch script for `config` in `work`: its lines as the page
-    prints them, but for the command's config and work dir (and no GPUs: this SLURM has none)."""
+    prints them, but for the command's config, work dir and one process (no GPUs here: this
+    SLURM has none, and one process keeps the test short; the script's part is the same)."""
     page = (ROOT / 'docs/crash-safety.md').read_text()
     script = next(block for block in re.findall(r'```bash\n(.*?)```', page, re.S)
                   if '#SBATCH --requeue' in block)
     command = 'tools/dist_train.sh configs/mixco_r18_tiny.py 2 --resume &'
     assert command in script and ' --gres=gpu:2' in script, script
     return script.replace(' --gres=gpu:2', '').replace(
-        command, f'tools/dist_train.sh {config} 2 --resume --work-dir {work} --no-eval &')
+        command, f'tools/dist_train.sh {config} 1 --resume --work-dir {work} --no-eval &')
 
 
 def job_state(job: str) -> dict:
@@ -290,12 +291,13 @@ def read(path: Path) -> str:
 
 
 def test_the_documented_batch_script_requeues_its_stopped_run_which_resumes_bit_identical(
-        real_slurm, tmp_path, tiny_data, reference_2p):
+        real_slurm, tmp_path, tiny_data, reference_1p):
     """The page's batch script on a real SLURM: USR1 to the batch shell (as --signal=B:USR1@120
     sends it before the time limit; here `scancel --batch --signal=USR1` in the middle of epoch
-    2) is passed to dist_train.sh, whose two processes save and exit 143; the script requeues
-    the job, SLURM starts it again, and its --resume ends with the uninterrupted run's weights."""
-    at = 5  # epoch 2, batch 1 of 4
+    2) is passed to dist_train.sh, whose training process saves and exits 143; the script
+    requeues the job, SLURM starts it again, and its --resume ends with the uninterrupted run's
+    weights."""
+    at = 11  # epoch 2, batch 3 of 8
     config, flag = paused_config(tmp_path, tiny_data, at)
     work, out = tmp_path / 'work', tmp_path / 'job.out'
     (tmp_path / 'job.sh').write_text(documented_batch_script(config, work))
@@ -306,7 +308,7 @@ def test_the_documented_batch_script_requeues_its_stopped_run_which_resumes_bit_
                          env=env, capture_output=True, text=True, timeout=30, check=True
                          ).stdout.strip()
     try:
-        until(lambda _: all(os.path.exists(f'{flag}.{rank}') for rank in (0, 1)), job,
+        until(lambda _: os.path.exists(f'{flag}.0'), job,
               f'iteration {at} of the job', out)
         subprocess.run(['scancel', '--batch', '--signal=USR1', job], check=True, timeout=30)
         until(lambda state: state == {'JobState': 'COMPLETED', 'Restarts': '1'}, job,
@@ -317,6 +319,6 @@ def test_the_documented_batch_script_requeues_its_stopped_run_which_resumes_bit_
     log = read(out)
     assert log.count('exiting with 143') == 1 and f'iter_{at}.pth after iteration {at}' in log, \
         log[-3000:]
-    assert f'resumed epoch: {at // STEPS[2]}, iter: {at}' in log, log[-3000:]
+    assert f'resumed epoch: {at // STEPS[1]}, iter: {at}' in log, log[-3000:]
     final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
-    assert differing(reference_2p.weights, final) == []
+    assert differing(reference_1p.weights, final) == []
