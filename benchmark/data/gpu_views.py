@@ -127,10 +127,11 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
 
     One call: both views' parameters drawn on the CPU and copied over in one transfer, the
     batch copied asynchronously, every step a whole-batch operation (`draw_view`); nothing is
-    read back from the device, so the host queues the step behind it without waiting. On a
-    CUDA device the views of every full batch replay one CUDA graph (``graph``), and the
-    training loop has them drawn one batch ahead on a side stream (``prefetch``,
-    `benchmark.engine.prefetch_loop`), while the step before runs.
+    read back from the device, so the host queues the step behind it without waiting. As
+    options on a CUDA device (off by default until a GPU run has measured them), the views of
+    every full batch replay one CUDA graph (``graph``), and the training loop has them drawn
+    one batch ahead on a side stream (``prefetch``, `benchmark.engine.prefetch_loop`), while
+    the step before runs.
 
     Args:
         view: The preset, as a dataset's ``view`` names it: ``'mocov2'``, ``'simclr'`` or
@@ -147,17 +148,19 @@ class GPUViewPreprocessor(BaseDataPreprocessor):
             rounding.
         graph: Replay the views of every full batch from one CUDA graph
             (``benchmark.data.view_graph``): ``'auto'`` on a CUDA device and not elsewhere,
-            True (a CUDA device is required), or False. The same operations, so the same views.
+            True (a CUDA device is required), or False (the default: its speed and
+            correctness on a GPU are not yet measured). The same operations, so the same views.
         prefetch: Let the training loop (``PrefetchViewsTrainLoop``) draw the next batch's
             views while the step runs (`prepare`): ``'auto'`` on a CUDA device (on a side
-            stream), True anywhere (on a CPU only earlier, the same views), or False.
+            stream), True anywhere (on a CPU only earlier, the same views), or False (the
+            default: not yet measured on a GPU).
         non_blocking: Copy the batch to the device asynchronously.
     """
 
     def __init__(self, view: Union[str, dict] = 'mocov2', input_size: Optional[int] = None,
                  normalize: Optional[Dict[str, List[float]]] = IMAGENET_NORMALIZE,
                  num_views: int = 2, chunk_size: Optional[int] = None, compile: bool = False,
-                 graph: Union[bool, str] = 'auto', prefetch: Union[bool, str] = 'auto',
+                 graph: Union[bool, str] = False, prefetch: Union[bool, str] = False,
                  non_blocking: bool = True) -> None:
         super().__init__(non_blocking=non_blocking)
         if input_size is None:

@@ -10,7 +10,7 @@ count, not from what the loader handed out, so the one batch taken ahead and not
 before a stop is simply taken again.
 
 `use_prefetch_loop` makes a run with device views use it (tools/train.py, the speed harness);
-the preprocessor's ``prefetch`` decides whether it prepares ahead (by default on CUDA only).
+the preprocessor's ``prefetch`` decides whether it prepares ahead (off by default; ``'auto'``: on CUDA).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ def batch(n=8, size=16, first_seed=0, pin=False):
 
 def test_auto_on_a_cpu_draws_plainly_and_true_there_is_one_line():
     plain = GPUViewPreprocessor(view='mocov2', input_size=24, graph=False)
-    auto = GPUViewPreprocessor(view='mocov2', input_size=24)
+    auto = GPUViewPreprocessor(view='mocov2', input_size=24, graph='auto')
     for a, b in zip(auto(batch())['inputs'], plain(batch())['inputs']):
         assert torch.equal(a, b)
     assert auto._graphed is None
@@ -154,7 +154,7 @@ def test_a_replayed_batch_is_a_few_host_operations_and_no_wait():
     replay: tens of dispatched operations, not the plain call's hundreds, none a host read,
     and no wait for the device under torch's sync check."""
     device = torch.device('cuda')
-    pre = GPUViewPreprocessor(view='mocov2', input_size=64).to(device)
+    pre = GPUViewPreprocessor(view='mocov2', input_size=64, graph='auto').to(device)
     first, second, third = (batch(32, 64, seed, pin=True) for seed in (0, 32, 64))
     pre(first)  # the capture
     torch.cuda.synchronize()

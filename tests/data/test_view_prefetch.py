@@ -18,7 +18,8 @@ def batch(n=8, size=16, first_seed=0, pin=False):
 
 def test_a_prepared_batch_is_the_plain_call_and_passes_through_forward():
     pre = GPUViewPreprocessor(view='mocov2', input_size=24)
-    assert not pre.prefetches()  # 'auto': on a CUDA device only
+    assert not pre.prefetches()  # off by default (not yet measured on a GPU)
+    assert not GPUViewPreprocessor(view='mocov2', input_size=24, prefetch='auto').prefetches()
     prepared = pre.prepare(batch())
     assert is_ready(prepared) and prepared[READY] is None and not is_ready(batch())
     out, plain = pre(prepared, training=True), pre(batch(), training=True)
@@ -43,7 +44,8 @@ def test_views_drawn_on_a_side_stream_reach_each_step_whole_and_never_wait():
     from benchmark.harness.speed.timing import Settings
     device = torch.device('cuda')
     model, opt = build_step('mixco', Settings(input_size=32, batch=16), device)
-    pre = GPUViewPreprocessor(view='mocov2', input_size=32).to(device)
+    pre = GPUViewPreprocessor(view='mocov2', input_size=32, graph='auto',
+                              prefetch='auto').to(device)
     plain = GPUViewPreprocessor(view='mocov2', input_size=32, graph=False,
                                 prefetch=False).to(device)
     assert pre.prefetches()

@@ -42,14 +42,15 @@ def views_path(cfg) -> str:
 def resolve_train_views(cfg, cuda: bool) -> str:
     """Apply and remove the config's ``train_views``; the views path the run takes.
 
-    ``train_views = dict(on='auto', raw_size=None, compile=False, graph='auto',
-    prefetch='auto')``:
+    ``train_views = dict(on='auto', raw_size=None, compile=False, graph=False,
+    prefetch=False)``:
     ``on='device'`` draws the training views on the model's device (the dataset's view preset
     moves to a GPUViewPreprocessor, the dataset hands out ``raw_uint8`` images, resized to
     ``raw_size`` first where its images differ in size), ``'loader'`` keeps PIL in the loader
     workers, ``'auto'`` is 'device' when ``cuda`` (the run trains on a CUDA device), else
     'loader'. ``compile``, ``graph``, ``prefetch``: the preprocessor's torch.compile, CUDA-graph
-    and draw-ahead switches (graph and draw-ahead on CUDA by default). A config that names the
+    and draw-ahead switches (off by default: no GPU run has measured them yet; ``'auto'`` turns
+    each on where the run trains on CUDA). A config that names the
     preprocessor itself keeps it whatever ``on`` says.
 
     Raises:
@@ -70,7 +71,7 @@ def resolve_train_views(cfg, cuda: bool) -> str:
     if not isinstance(spec.get('compile', False), bool):
         raise ValueError(f"train_views.compile must be True or False, got {spec['compile']!r}")
     for key in ('graph', 'prefetch'):
-        if not is_switch(spec.get(key, 'auto')):
+        if not is_switch(spec.get(key, False)):
             raise ValueError(f"train_views.{key} must be 'auto', True or False, got "
                              f"{spec[key]!r}")
     if on == 'device' or (on == 'auto' and cuda):
@@ -82,8 +83,8 @@ def resolve_train_views(cfg, cuda: bool) -> str:
                                                                      raw_size=raw_size)
             cfg['model']['data_preprocessor'] = dict(type='GPUViewPreprocessor', view=view,
                                                      compile=spec.get('compile', False),
-                                                     graph=spec.get('graph', 'auto'),
-                                                     prefetch=spec.get('prefetch', 'auto'))
+                                                     graph=spec.get('graph', False),
+                                                     prefetch=spec.get('prefetch', False))
             fill_view_size(cfg)
     return views_path(cfg)
 

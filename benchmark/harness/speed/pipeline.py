@@ -34,14 +34,15 @@ VIEWS_OPTIONS: Dict[str, dict] = {
     # as configs/*_tiny_fast.py (on a GPU the views of each full batch replay a CUDA graph,
     # drawn one batch ahead on a side stream while the step runs)
     'gpu': {'train_dataloader.dataset.view': 'raw_uint8',
-            'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2')},
+            'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
+                                            graph='auto', prefetch='auto')},
     # the same in plain calls after the step: no graph, no side stream
     'gpue': {'train_dataloader.dataset.view': 'raw_uint8',
              'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
                                              graph=False, prefetch=False)},
     'gpuc': {'train_dataloader.dataset.view': 'raw_uint8',  # the same, torch.compile'd
              'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
-                                             compile=True)},
+                                             compile=True, graph='auto', prefetch='auto')},
 }
 # The last one measures torch.compile on the fastest eager configuration (kept only if it wins).
 PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile')
