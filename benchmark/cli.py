@@ -26,6 +26,12 @@ def one_line(err: BaseException) -> str:
     return ' '.join(str(text).split()) or type(err).__name__
 
 
+def config_line(config: str, err: BaseException) -> str:
+    """An error's one line, led by the config file it is about unless it names it already."""
+    message = one_line(err)
+    return message if message.startswith(config) else f'{config}: {message}'
+
+
 def fail(message: str) -> int:
     """Print ``error: message`` (rank 0 only) and return the bad-input exit code."""
     if dist.is_main():

@@ -13,12 +13,21 @@ and keeps its records and tables in ``results/suites/<name>/`` (``runs/*.json``,
 import os
 import os.path as osp
 import re
+import shlex
+import time
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Sequence, Union
 
 from benchmark.names import METHOD_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def attempt_header(command: Union[str, Sequence[str]]) -> str:
+    """The line that opens an attempt in a log: `ATTEMPT_MARK`, the time, the command (a
+    list is quoted as a shell would read it)."""
+    command = command if isinstance(command, str) else shlex.join(command)
+    return f"{ATTEMPT_MARK}{time.strftime('%Y-%m-%d %H:%M:%S')} {command}\n"
 
 
 def import_path(env: Optional[Mapping[str, str]] = None) -> str:
@@ -51,6 +60,7 @@ SUITES = 'suites'  # work_dirs/suites/<suite>/<run>/ and <results>/suites/<suite
 SUITE_RUN_FILE = 'suite_run.json'  # in a run's work dir: the config hash it was started with
 SUITE_TRAIN_LOG = 'suite_train.log'  # in a run's work dir: training output, every attempt
 SUITE_EVAL_LOG = 'suite_eval_{}.log'  # in a run's work dir: one evaluation's output
+ATTEMPT_MARK = '\n==== '  # in a log: opens one attempt's output, '==== <time> <command>'
 SLURM_JOB_FILE = 'slurm_job_id'  # in a run's work dir: its array task's SLURM job id
 SLURM_SUBMITTING_FILE = 'slurm_submitting'  # in a run's work dir: a submission not yet recorded
 SNAPSHOT_SOURCE_FILE = 'SOURCE.json'  # in a code snapshot's root: the checkout's git state

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.cli import (ArgumentParser, existing_dir, fail, non_negative_int, one_line,
+from benchmark.cli import (ArgumentParser, config_line, existing_dir, fail, non_negative_int,
                            output_file, positive_int, run_tool)
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
 from benchmark.engine.launch import load_config
@@ -56,8 +56,7 @@ def main(argv=None) -> int:
         validate_config(load_config(args.config, args.cfg_options, None, 'none', None),
                         world_size=args.nproc)
     except (ValueError, OSError, TypeError, KeyError) as err:
-        message = one_line(err)
-        return fail(message if message.startswith(args.config) else f'{args.config}: {message}')
+        return fail(config_line(args.config, err))
     if args.work_dir and osp.isdir(args.work_dir) and os.listdir(args.work_dir):
         return fail(f'--work-dir {args.work_dir} is not empty (an old run there would be '
                     f'resumed): give a new or empty folder')

@@ -18,7 +18,7 @@ import benchmark.components  # noqa: F401  registers every type a config can nam
 from benchmark import dist
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.checkpoints import check_resume_fits
-from benchmark.cli import ArgumentParser, fail, one_line
+from benchmark.cli import ArgumentParser, config_line, fail
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
                                      setup_cpu_distributed)
 from benchmark.engine.config.check import CfgOptionsAction, validate_config
@@ -101,8 +101,7 @@ def main(argv=None) -> int:
     except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
         if args.debug:
             raise
-        message = one_line(err)  # told to dist_train.sh too: its checkpoint, its GPU...
-        return bad_input(message if message.startswith(args.config) else f'{args.config}: {message}')
+        return bad_input(config_line(args.config, err))  # told to dist_train.sh too
     if runner is None:
         return 0
     if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):

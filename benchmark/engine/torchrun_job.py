@@ -32,14 +32,13 @@ import os
 import os.path as osp
 import signal
 import sys
-import time
 import traceback
 from typing import List, Optional, Tuple
 
-from benchmark.cli import fail, one_line
+from benchmark.cli import config_line, fail, one_line
 from benchmark.engine.launch import check_data, load_config
 from benchmark.engine.preemption import read_told
-from benchmark.layout import SCAN_CACHE
+from benchmark.layout import SCAN_CACHE, attempt_header
 
 LOG_NAME = 'torchrun.log'
 # Why a process may die of a signal, in the words of its line.
@@ -74,9 +73,7 @@ def check_launch_data(args) -> Tuple[int, str]:
     except (ValueError, OSError, TypeError, KeyError) as err:
         if args.debug:
             raise
-        message = one_line(err)
-        return fail(message if message.startswith(args.config)
-                    else f'{args.config}: {message}'), job_log(cfg.work_dir)
+        return fail(config_line(args.config, err)), job_log(cfg.work_dir)
     return 0, job_log(cfg.work_dir)
 
 
@@ -94,7 +91,7 @@ class LazyLog:
             try:
                 os.makedirs(osp.dirname(self.path) or '.', exist_ok=True)
                 self.handle = open(self.path, 'a', encoding='utf-8')
-                self.handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} {self.header}\n")
+                self.handle.write(attempt_header(self.header))
             except OSError:
                 self.handle, self.path = self.fallback, None
         return self.handle

@@ -7,15 +7,14 @@ so a restart with the same command resumes instead of racing an orphan.
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from benchmark.engine.progress import duration  # noqa: F401  (re-exported: the suite's times)
+from benchmark.layout import attempt_header
 from benchmark.suites.parent_death import die_with_parent
 from benchmark.suites.spec import SuiteError
 
@@ -50,8 +49,7 @@ class LoggedChild:
         """Start `cmd` with its output appended to `log` (a header line first)."""
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(log, 'a', encoding='utf-8') as handle:
-            handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
-                         f'{" ".join(shlex.quote(c) for c in cmd)}\n')
+            handle.write(attempt_header(cmd))
             handle.flush()
             self.proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
                                          env=self.env, start_new_session=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import subprocess
 import time
@@ -17,6 +16,7 @@ import submitit
 from submitit.core.job_environment import JobEnvironment
 
 from benchmark.exit_codes import DIVERGED_EXIT_CODE, PREEMPTED_EXIT_CODE
+from benchmark.layout import attempt_header
 from benchmark.suites.parent_death import die_with_parent
 from benchmark.suites.run_log import with_error_line
 from benchmark.suites.slurm_ranks import rank_env, rendezvous
@@ -147,8 +147,7 @@ class RunTask(submitit.helpers.Checkpointable):
         env = dict(os.environ, PYTHON=self.python, **(extra_env or {}))
         sig = JobEnvironment._usr_sig()
         with open(step.log, 'a', encoding='utf-8') as handle:
-            handle.write(f"\n==== {time.strftime('%Y-%m-%d %H:%M:%S')} "
-                         f"{' '.join(shlex.quote(c) for c in step.cmd)}\n")
+            handle.write(attempt_header(step.cmd))
             handle.flush()
             # checkpoint() and _stop see the child: their signals wait until it is recorded
             signal.pthread_sigmask(signal.SIG_BLOCK, {sig, signal.SIGTERM})
