@@ -45,6 +45,29 @@ def section_tasks(group: Sequence[Row]) -> Dict[str, Dict[Task, Dict[int, float]
     return out
 
 
+def section_min_seeds(group: Sequence[Row], given: Optional[int] = None) -> int:
+    """The seeds an interval needs in a section: `given`, else its rows' own (a suite's
+    min_seeds), else `MIN_SEEDS`."""
+    return given or next((r.get('min_seeds') for r in group if r.get('min_seeds')), MIN_SEEDS)
+
+
+def profiles(by_method: Dict[str, Dict[Task, Dict[int, float]]], points: int, min_seeds: int
+             ) -> Tuple[np.ndarray, List[Tuple[str, np.ndarray, Optional[np.ndarray]]]]:
+    """The performance profile of each method on `points` thresholds τ spanning the section's
+    values: (τ, [(method, its profile, its band from min_seeds seeds, else None)])."""
+    values = [v for tasks in by_method.values() for t in tasks.values() for v in t.values()]
+    low, high = min(values), max(values)
+    pad = max(0.5, 0.05 * (high - low))
+    taus = np.linspace(low - pad, high + pad, points)
+    out = []
+    for method, tasks in sorted(by_method.items()):
+        series = list(tasks.values())
+        band = (aggregate.profile_band(series, taus)
+                if min(len(s) for s in series) >= min_seeds else None)
+        out.append((method, aggregate.profile(series, taus), band))
+    return taus, out
+
+
 def task_label(task: Task) -> str:
     return f'{PROTOCOLS.get(task[1], task[1])} on {task[0]}'
 
@@ -110,8 +133,7 @@ def _ci(ci: Optional[Tuple[float, float]], fmt: str, sign: str) -> str:
 def aggregate_lines(group: Sequence[Row], min_seeds: Optional[int] = None) -> List[str]:
     """Markdown of one section's aggregates ([] where no method has a baseline's tasks); the
     page's legend says how they are made (`tables.AGGREGATE_LEGEND`)."""
-    min_seeds = min_seeds or next((r.get('min_seeds') for r in group if r.get('min_seeds')),
-                                  MIN_SEEDS)
+    min_seeds = section_min_seeds(group, min_seeds)
     by_method = section_tasks(group)
     lines = method_lines(by_method, min_seeds)
     if not lines:
@@ -176,17 +198,12 @@ def plot_profile(by_method: Dict[str, Dict[Task, Dict[int, float]]], path: str, 
     if not by_method:
         return False
     from matplotlib.figure import Figure  # a bare Figure: Agg, no pyplot global state
-    values = [v for tasks in by_method.values() for t in tasks.values() for v in t.values()]
-    low, high = min(values), max(values)
-    pad = max(0.5, 0.05 * (high - low))
-    taus = np.linspace(low - pad, high + pad, 241)
+    taus, lines = profiles(by_method, 241, min_seeds)
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    for method, tasks in sorted(by_method.items()):
-        series = list(tasks.values())
-        line, = ax.plot(taus, aggregate.profile(series, taus), label=method_label(method))
-        if min(len(s) for s in series) >= min_seeds:
-            band = aggregate.profile_band(series, taus)
+    for method, share, band in lines:
+        line, = ax.plot(taus, share, label=method_label(method))
+        if band is not None:
             ax.fill_between(taus, band[0], band[1], color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xlabel('top-1 % (τ)')
     ax.set_ylabel('fraction of seeds with top-1 > τ\n(averaged over tasks)')
@@ -244,8 +261,7 @@ def aggregate_figures(rows: Sequence[Row], folder: str,
     groups = _sections(rows)
     out: Dict[str, str] = {}
     for title, members in groups.items():
-        seeds = min_seeds or next((r.get('min_seeds') for r in members if r.get('min_seeds')),
-                                  MIN_SEEDS)
+        seeds = section_min_seeds(members, min_seeds)
         by_method = section_tasks(members)
         if not method_lines(by_method, seeds):
             continue

@@ -28,17 +28,14 @@ import os.path as osp
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
-
 from benchmark.atomic_io import atomic_write_text
 from benchmark.layout import REPORT, record_path, run_folder
 from benchmark.names import METRIC_FORMATS, method_label
-from benchmark.reports import aggregate
-from benchmark.reports.aggregate_board import method_lines, section_tasks, task_label
+from benchmark.reports.aggregate_board import (method_lines, profiles, section_min_seeds,
+                                               section_tasks, task_label)
 from benchmark.reports.comparisons import SECTION, main_metric
 from benchmark.reports.leaderboard import section_title
-from benchmark.reports.stats import MIN_SEEDS
-from benchmark.reports.tables import render_csv, sections
+from benchmark.reports.tables import sections
 
 ASSETS = Path(__file__).with_name('explorer_assets')
 EXPLORER = 'index.html'
@@ -100,24 +97,15 @@ def _detail(row: Row, record_dirs: Sequence[str], folder: Path,
 def _section(group: List[Row]) -> Optional[Dict[str, Any]]:
     """One section's aggregates across tasks and its performance profile (None without a
     method compared over tasks)."""
-    min_seeds = next((r.get('min_seeds') for r in group if r.get('min_seeds')), MIN_SEEDS)
+    min_seeds = section_min_seeds(group)
     by_method = section_tasks(group)
     lines = method_lines(by_method, min_seeds)
     if not lines:
         return None
-    values = [v for tasks in by_method.values() for t in tasks.values() for v in t.values()]
-    low, high = min(values), max(values)
-    pad = max(0.5, 0.05 * (high - low))
-    taus = np.linspace(low - pad, high + pad, PROFILE_POINTS)
-    profile = []
-    for method, tasks in sorted(by_method.items()):
-        series = list(tasks.values())
-        band = (aggregate.profile_band(series, taus)
-                if min(len(s) for s in series) >= min_seeds else None)
-        profile.append(dict(method=method_label(method),
-                            share=[round(float(v), 4) for v in aggregate.profile(series, taus)],
-                            band=[[round(float(v), 4) for v in b] for b in band] if band is not None
-                            else None))
+    taus, shares = profiles(by_method, PROFILE_POINTS, min_seeds)
+    profile = [dict(method=method_label(method), share=[round(float(v), 4) for v in share],
+                    band=[[round(float(v), 4) for v in b] for b in band] if band is not None
+                    else None) for method, share, band in shares]
     pair = lambda ci: [float(ci[0]), float(ci[1])] if ci is not None else None  # noqa: E731
     return dict(min_seeds=min_seeds, taus=[round(float(t), 4) for t in taus], profile=profile,
                 lines=[dict(method=method_label(line['method']),
@@ -128,12 +116,12 @@ def _section(group: List[Row]) -> Optional[Dict[str, Any]]:
                             improve_ci=pair(line['improve_ci'])) for line in lines])
 
 
-def explorer_data(rows: List[Row], record_dirs: Sequence[str], folder: Path, title: str,
-                  generated: str) -> Dict[str, Any]:
+def explorer_data(rows: List[Row], csv_text: str, record_dirs: Sequence[str], folder: Path,
+                  title: str, generated: str) -> Dict[str, Any]:
     """What the page embeds: its title, when it was generated, the CSV's columns, each row's
-    CSV line (as the CSV holds it) with its detail, and each section's aggregates."""
-    text = render_csv(rows)
-    reader = csv.DictReader(io.StringIO(text))
+    CSV line (`csv_text`: the rows' ``leaderboard.csv``) with its detail, and each section's
+    aggregates."""
+    reader = csv.DictReader(io.StringIO(csv_text))
     flat = list(reader)
     out_sections = {}
     for (backbone, epochs, data), group in sections(rows).items():
@@ -152,11 +140,11 @@ def explorer_data(rows: List[Row], record_dirs: Sequence[str], folder: Path, tit
                 shared=[json.loads(text) for text in shared], sections=out_sections)
 
 
-def render_explorer(rows: List[Row], folder: Path, record_dirs: Sequence[str], title: str,
-                    generated: str) -> Path:
-    """Write ``index.html`` into `folder` (the rows' records are read from `record_dirs`, for
-    the links) and return its path."""
-    data = explorer_data(rows, record_dirs, folder, title, generated)
+def render_explorer(rows: List[Row], csv_text: str, folder: Path, record_dirs: Sequence[str],
+                    title: str, generated: str) -> Path:
+    """Write ``index.html`` into `folder` (`csv_text`: the rows' CSV; the rows' records are
+    read from `record_dirs`, for the links) and return its path."""
+    data = explorer_data(rows, csv_text, record_dirs, folder, title, generated)
     payload = json.dumps(data, ensure_ascii=False, separators=(',', ':'), allow_nan=False)
     payload = payload.replace('</', '<\\/')  # never ends the script element early
     frame = (ASSETS / 'explorer.html').read_text(encoding='utf-8')

@@ -59,7 +59,9 @@ def render_leaderboard(results_dir: Path, paper: Optional[Path]) -> List[Path]:
     atomic_write_text(str(md), render_markdown(rows, generated, f'{display_path(results_dir)}/runs/*.json',
                                                figures=figures, verdicts=verdicts(rows),
                                                across=across_sections(rows)))
-    atomic_write_text(str(csv_path), render_csv(rows))
-    explorer = render_explorer(rows, results_dir, [str(results_dir)], 'Leaderboard', generated)
+    csv_text = render_csv(rows)
+    atomic_write_text(str(csv_path), csv_text)
+    explorer = render_explorer(rows, csv_text, results_dir, [str(results_dir)], 'Leaderboard',
+                               generated)
     print(f'{len(records)} record(s), {len(rows)} row(s)')
     return [md, csv_path, explorer] + [results_dir / name for name in drawn(figures)]
