@@ -1,6 +1,7 @@
 """What the evaluations feed an encoder, as data and as one torchvision expression.
 
-Every evaluation (kNN, probes, cluster indices, the monitors) reads its dataset with the view
+Every evaluation (kNN, probes, cluster indices, the monitors) reads the dataset
+`eval_dataset_cfg` names (the pretraining data, or another data set for transfer) with the view
 ``EVAL_VIEW`` at the input size the run's config gives the dataset (`input_size_of`). `eval_input`
 describes that view for an exported encoder's sidecar: it builds the view with the code the
 dataset runs (`view_of`) and reads the sizes, the interpolation and the normalisation off the
@@ -10,26 +11,52 @@ the data is grey, the dataset's ``grey_to_rgb`` step comes first.
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
+from mmengine.config import Config
 from mmengine.registry import DATASETS
 from torchvision import transforms as T
 
 from benchmark.data.base import view_of
+from benchmark.names import DATA_TYPES
 
 EVAL_VIEW = 'test'  # the view every evaluation reads its data with
 TV = 'torchvision.transforms'  # how the expression names torchvision's transforms
+
+
+def dataset_class(dataset_cfg: dict) -> type:
+    """The registered dataset class a dataset config's ``type`` names."""
+    cls = DATASETS.get(dataset_cfg.get('type'))
+    if cls is None:
+        raise ValueError(f"dataset type {dataset_cfg.get('type')!r} is not registered; "
+                         'name one of benchmark/data/')
+    return cls
 
 
 def input_size_of(dataset_cfg: dict) -> int:
     """The input size of a dataset config: its ``input_size``, else the dataset's default."""
     if 'input_size' in dataset_cfg:
         return dataset_cfg['input_size']
-    cls = DATASETS.get(dataset_cfg.get('type'))
-    if cls is None:
-        raise ValueError(f"dataset type {dataset_cfg.get('type')!r} is not registered; "
-                         'name one of benchmark/data/')
-    return inspect.signature(cls).parameters['input_size'].default
+    return inspect.signature(dataset_class(dataset_cfg)).parameters['input_size'].default
+
+
+def eval_dataset_cfg(cfg: Config, eval_data: Optional[str] = None,
+                     data_root: Optional[str] = None) -> dict:
+    """Dataset config for evaluation: the pretraining data, or `eval_data` (transfer)."""
+    train = (cfg.get('train_dataloader') or {}).get('dataset')
+    if not isinstance(train, dict) or 'type' not in train:
+        raise ValueError("no train_dataloader.dataset with a type: the evaluations' input "
+                         'comes from it')
+    if eval_data is None:  # the pretraining data, with its bad_data policy if it has one
+        policy = {'bad_data': train['bad_data']} if 'bad_data' in train else {}
+        return dict(type=train['type'], data_root=data_root or train.get('data_root', ''),
+                    input_size=input_size_of(train), **policy)
+    if eval_data not in DATA_TYPES:
+        raise ValueError(f'--eval-data {eval_data!r} unknown; choose from {sorted(DATA_TYPES)}')
+    if data_root is None and eval_data != 'digits':
+        raise ValueError(f'--eval-data {eval_data} needs --data-root (the folder of its files)')
+    return dict(type=DATA_TYPES[eval_data], data_root=data_root or '',
+                input_size=input_size_of(train))
 
 
 def _side(size) -> object:
@@ -88,10 +115,7 @@ def eval_input(dataset_cfg: dict) -> dict:
     ``antialias``, ``center_crop``, ``normalize`` (mean, std) and ``transform``: all of it as
     one expression over torch, torchvision and a PIL image (``eval`` it with ``torchvision``
     imported)."""
-    cls = DATASETS.get(dataset_cfg.get('type'))
-    if cls is None:
-        raise ValueError(f"dataset type {dataset_cfg.get('type')!r} is not registered; name one "
-                         'of benchmark/data/')
+    cls = dataset_class(dataset_cfg)
     size = input_size_of(dataset_cfg)
     view = view_of(size, EVAL_VIEW)  # what the dataset applies to each image
     grey = getattr(cls, 'grey_to_rgb', None)

@@ -16,7 +16,7 @@ from typing import List, Optional, Union
 import torch
 from mmengine.config import Config
 
-from benchmark.data.eval_input import eval_input
+from benchmark.data.eval_input import eval_dataset_cfg, eval_input
 from benchmark.engine.checkpoints import (CheckpointError, CheckpointMismatchError,
                                           backbone_state, check_fits, checkpoint_candidates,
                                           read_checkpoint)
@@ -59,14 +59,13 @@ def meta_config(checkpoint: str, loaded: object) -> Config:
 
 
 def input_of(cfg: Config, checkpoint: str) -> dict:
-    """The sidecar's data, `eval_input` of the config's training data: what the run's own
-    evaluations (tools/eval.py without --eval-data) feed the encoder."""
-    dataset = (cfg.get('train_dataloader') or {}).get('dataset')
-    if not isinstance(dataset, dict) or 'type' not in dataset:
+    """The sidecar's data, `eval_input` of `eval_dataset_cfg`: what the run's own evaluations
+    (tools/eval.py without --eval-data) feed the encoder."""
+    try:
+        dataset = eval_dataset_cfg(cfg)
+    except ValueError as err:
         where = 'the config' if checkpoint == RANDOM else f'the config of {checkpoint}'
-        raise ValueError(f'{where} has no train_dataloader.dataset with a type: the '
-                         "evaluations' input comes from it; pass the pretraining config with "
-                         '--config')
+        raise ValueError(f'{where}: {err}; pass the pretraining config with --config') from None
     return dict(data=DATA_NAMES.get(dataset['type'], dataset['type']), **eval_input(dataset))
 
 

@@ -14,11 +14,10 @@ from mmengine.registry import DATASETS
 from torch import nn
 
 from benchmark import dist, layout
-from benchmark.data.eval_input import EVAL_VIEW
+from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
-from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.device import eval_device
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.linear_paper import (

@@ -14,8 +14,7 @@ from mmengine.registry import DATASETS, HOOKS
 from torch.utils.data import Subset
 
 from benchmark import dist
-from benchmark.data.eval_input import EVAL_VIEW
-from benchmark.evaluation.datasets import eval_dataset_cfg
+from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_k_for, knn_predict
 from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics

@@ -26,10 +26,9 @@ from torch.nn.utils import skip_init
 from torch.utils.data import Subset
 
 from benchmark import dist
-from benchmark.data.eval_input import EVAL_VIEW
+from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
-from benchmark.evaluation.datasets import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
 from benchmark.evaluation.topk import topk_accuracy

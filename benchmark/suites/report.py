@@ -177,7 +177,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                                                      hardware(found)) + block)
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
-    explorer = render_explorer(rows, csv_text, folder, suite.record_dirs, f'Suite {suite.name}', generated)
+    explorer = render_explorer(rows, csv_text, folder, suite.record_dirs, f'Suite {suite.name}',
+                               generated)
     paths = ([md, csv_path, summary, explorer] + [folder / name for name in drawn(figures)]
              + ([curves] if has_curves is True else []))
     if use_wandb:

@@ -13,10 +13,10 @@ from torchvision import transforms as T
 
 from benchmark.data.arrays import CIFAR10, Digits
 from benchmark.data.base import load_rgb
-from benchmark.data.eval_input import EVAL_VIEW, describe_steps, eval_input, input_size_of
+from benchmark.data.eval_input import (EVAL_VIEW, describe_steps, eval_dataset_cfg, eval_input,
+                                       input_size_of)
 from benchmark.data.image_files import TinyImageNet
 from benchmark.data.scan import TO_RGB_RULE
-from benchmark.evaluation.datasets import eval_dataset_cfg
 
 
 def transform_of(description: dict):

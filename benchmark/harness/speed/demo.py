@@ -33,7 +33,7 @@ from mmengine.registry import DATASETS
 
 from benchmark.engine.config.views import device_views
 from benchmark.engine.launch import load_config
-from benchmark.evaluation.datasets import eval_dataset_cfg
+from benchmark.data.eval_input import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.protocols import run_protocols
 from benchmark.harness.speed.timing import Settings, in_turn

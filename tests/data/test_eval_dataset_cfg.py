@@ -2,7 +2,7 @@
 import pytest
 from mmengine.config import Config
 
-from benchmark.evaluation.datasets import eval_dataset_cfg
+from benchmark.data.eval_input import eval_dataset_cfg
 
 
 def cfg(**dataset):
