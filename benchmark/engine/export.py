@@ -101,6 +101,9 @@ def export_backbone(checkpoint: str, fmt: str, out: Optional[str] = None,
         cfg = meta_config(checkpoint, loaded) if cfg is None else cfg
         backbone = dict(depth=18, small_stem=False)
         backbone.update((cfg.get('model') or {}).get('backbone') or {})
+        if backbone.get('width', 1) != 1:  # torchvision builds no narrowed ResNet by itself
+            raise ValueError(f"export: model.backbone.width={backbone['width']} has no "
+                             'torchvision builder; export an encoder of width 1')
         with torch.random.fork_rng(devices=[]):  # the random encoder, as `evaluate_checkpoint`'s
             torch.manual_seed(int((cfg.get('randomness') or {}).get('seed') or 0))
             model = build_resnet(**backbone)

@@ -37,7 +37,7 @@ from benchmark.names import (
     protocol_name,
 )
 from benchmark.reports.records import build_record, write_record
-from methods.backbones import build_resnet
+from methods.backbones import backbone_name, build_resnet
 
 def evaluate_backbone(backbone: nn.Module, dataset_cfg: dict,
                       protocols: Sequence[str] = ('knn', 'linear_fast', 'cluster'),
@@ -76,7 +76,7 @@ def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
     batch = cfg.train_dataloader.batch_size
     return dict(
         method=METHOD_NAMES.get(model.type, model.type),
-        backbone=f"resnet{model.get('backbone', {}).get('depth', 18)}",
+        backbone=backbone_name(**model.get('backbone', {})),
         pretrain_data=DATA_NAMES.get(cfg.train_dataloader.dataset.type,
                                      cfg.train_dataloader.dataset.type),
         pretrain_epochs=int(meta.get('epoch', cfg.train_cfg.get('max_epochs', 0))),

@@ -50,8 +50,11 @@ INCIDENTAL_SUFFIXES = ('_dir', '_path', '_s')
 
 
 def backbone_label(name: str) -> str:
-    match = re.fullmatch(r'resnet(\d+)', name)
-    return f'ResNet-{match.group(1)}' if match else name
+    """'resnet18' -> 'ResNet-18'; a narrowed one, 'resnet18-w0.25' -> 'ResNet-18 (width 0.25)'."""
+    match = re.fullmatch(r'resnet(\d+)(?:-w([\d.]+))?', name)
+    if not match:
+        return name
+    return f'ResNet-{match.group(1)}' + (f' (width {match.group(2)})' if match.group(2) else '')
 
 
 def summarize(values: Sequence[float], na: Sequence[str] = ()) -> Dict[str, Any]:

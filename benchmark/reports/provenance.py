@@ -96,8 +96,10 @@ def cpu_model(cpuinfo: Optional[str] = None) -> str:
 
 def host_info() -> Dict[str, Any]:
     """The machine's name, the device evaluations ran on (``cuda:<name>`` or ``cpu``), its CPU
-    model, the number of CPU cores this process may use (its affinity: a suite running several
-    runs at once gives each a share) and the machine's number of cores."""
+    model, the vector kernels torch dispatches to on it (``cpu_kernels``: 'AVX512', 'AVX2',
+    ...; ATEN_CPU_CAPABILITY can lower them, and they decide the order of floating-point
+    operations), the number of CPU cores this process may use (its affinity: a suite running
+    several runs at once gives each a share) and the machine's number of cores."""
     device = 'cpu'
     torch = sys.modules.get('torch')
     if torch is None:
@@ -108,5 +110,6 @@ def host_info() -> Dict[str, Any]:
     if torch is not None and torch.cuda.is_available():
         device = f'cuda:{torch.cuda.get_device_name(torch.cuda.current_device())}'
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    return {'node': platform.node(), 'device': device, 'cpu': cpu_model(), 'cpu_cores': cores,
-            'machine_cores': os.cpu_count()}
+    kernels = torch.backends.cpu.get_cpu_capability() if torch is not None else None
+    return {'node': platform.node(), 'device': device, 'cpu': cpu_model(), 'cpu_kernels': kernels,
+            'cpu_cores': cores, 'machine_cores': os.cpu_count()}

@@ -255,3 +255,14 @@ def test_no_weights_stay_without_their_sidecar(resnet_checkpoint, monkeypatch):
     with pytest.raises(OSError, match='No space'):
         export_run(resnet_checkpoint, 'torchvision', config=CONFIG_R18)
     assert os.listdir(os.path.dirname(resnet_checkpoint)) == ['epoch_2.pth']
+
+
+def test_a_narrowed_encoder_is_refused_in_one_line(tmp_path):
+    """torchvision has no builder for a narrowed ResNet, so its sidecar could not say how to
+    build it: refused before anything is written."""
+    cfg = read_config(str(ROOT / 'configs/mocov2_r18_digits.py'))
+    merge_options(cfg, {'model.backbone.width': 0.25})
+    with pytest.raises(ValueError, match=r'^export: model.backbone.width=0.25 has no torchvision '
+                                         r'builder; export an encoder of width 1$'):
+        export_backbone(RANDOM, 'torchvision', str(tmp_path / 'r.pth'), cfg)
+    assert not list(tmp_path.iterdir())

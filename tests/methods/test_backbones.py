@@ -71,3 +71,45 @@ def test_unknown_depth_is_one_line_value_error():
     with pytest.raises(ValueError,
                        match=r'^backbone depth must be one of \[18, 34, 50\], got 101$'):
         build_resnet(101)
+
+
+def _conv_widths(net: nn.Module) -> list:
+    return [m.out_channels for m in net.modules() if isinstance(m, nn.Conv2d)]
+
+
+@pytest.mark.parametrize('depth, width, dim', [(18, 0.25, 128), (18, 0.5, 256), (50, 0.5, 1024)])
+def test_a_narrowed_resnet_is_torchvisions_with_every_channel_count_scaled(depth, width, dim):
+    """Every convolution's and BatchNorm's channels are torchvision's times the width; the
+    blocks, strides and forward are torchvision's (the layers applied by hand agree)."""
+    net, full = build_resnet(depth, width=width).eval(), build_resnet(depth)
+    assert net.feature_dim == dim
+    assert _conv_widths(net) == [round(c * width) for c in _conv_widths(full)]
+    assert [m.stride for m in net.modules() if isinstance(m, nn.Conv2d)] == \
+        [m.stride for m in full.modules() if isinstance(m, nn.Conv2d)]
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), _manual_forward(net, x, maxpool=True), rtol=1e-5,
+                                   atol=1e-6)
+    assert net(x).shape == (2, dim)
+    stem = build_resnet(depth, small_stem=True, width=width).conv1
+    assert (stem.out_channels, stem.kernel_size) == (round(64 * width), (3, 3))
+
+
+def test_width_one_is_torchvisions_network_and_a_bad_width_is_one_line():
+    torch.manual_seed(3)
+    one = build_resnet(18, width=1)
+    torch.manual_seed(3)
+    assert all(torch.equal(a, b) for a, b in zip(one.state_dict().values(),
+                                                build_resnet(18).state_dict().values()))
+    for bad in (0, 1.5, 'half', True):
+        with pytest.raises(ValueError, match=r'^backbone width must be a number in \(0, 1\], got '):
+            build_resnet(18, width=bad)
+
+
+def test_a_narrowed_backbone_has_its_own_name_in_records_and_tables():
+    from benchmark.reports.leaderboard import backbone_label
+    from methods.backbones import backbone_name
+    assert backbone_name(18) == 'resnet18' and backbone_name(18, width=1.0) == 'resnet18'
+    assert backbone_name(depth=18, width=0.25, small_stem=False) == 'resnet18-w0.25'
+    assert backbone_label('resnet18') == 'ResNet-18'
+    assert backbone_label('resnet18-w0.25') == 'ResNet-18 (width 0.25)'

@@ -49,7 +49,9 @@ def test_record_has_every_field_and_round_trips(tmp_path):
     assert record['created'].endswith('+00:00')  # ISO, UTC
     assert set(record['versions']) == VERSIONS and record['versions']['python']
     assert set(record['git']) == {'commit', 'dirty', 'diff_sha256'}
-    assert set(record['host']) == {'node', 'device', 'cpu', 'cpu_cores', 'machine_cores'}
+    assert set(record['host']) == {'node', 'device', 'cpu', 'cpu_kernels', 'cpu_cores',
+                                   'machine_cores'}
+    assert record['host']['cpu_kernels'] in ('AVX512', 'AVX2', 'DEFAULT', 'VSX', 'ZVECTOR', 'SVE256')
     assert record['host']['device'] == 'cpu' or record['host']['device'].startswith('cuda:')
     assert len(record['config_sha256']) == 64
     assert make_record(config_text=None)['config_sha256'] is None

@@ -107,7 +107,10 @@ def test_shipped_suites_expand_and_validate():
     suites = {name: expand_suite(str(path)) for name, path in names.items()}
     demo = suites['demo_digits']
     assert (len(demo.runs), demo.procs, demo.evaluations) == (6, 1, (DEFAULT,))
-    assert demo.cfg_options == {"train_dataloader.batch_size": 64}  # the configs' total batch
+    assert demo.cfg_options == {"train_dataloader.batch_size": 64,  # the configs' total batch
+                                'model.backbone.width': 0.25}
+    assert {r.info['backbone'] for r in demo.runs} == {'resnet18-w0.25'}
+    assert suites['demo_digits_full'].cfg_options == {"train_dataloader.batch_size": 64}
     table1 = suites['paper_table1_r18']
     assert {r.info['method'] for r in table1.runs} == {'supervised', 'mocov2', 'mixco', 'simclr',
                                                         'mixco_simclr'}
