@@ -1,5 +1,9 @@
 # make demo: MoCo-v2 and MixCo on scikit-learn's digits, 2 seeds each (two one-process runs at a time),
-# evaluated, with a random-init encoder for reference, the suite's leaderboard and monitor curves.
+# trained and evaluated into results/suites/demo_digits/ and work_dirs/ (both ignored by git), with a
+# random-init encoder for reference, the suite's leaderboard and monitor curves, then compared with
+# the published records (results/reference/demo_digits/). A rerun skips finished runs and renders.
+# make publish (maintainers): the demo's records become the published reference, and README's
+# demo block and docs/figures/ are regenerated from them.
 # make test: the test suite in WORKERS pytest-xdist processes (default 3 for a 2-core machine:
 # the slow tests wait for SLURM, timeouts and signals part of the time, and a third worker
 # uses the core a waiting one leaves; WORKERS=0 runs it in one process), then its 25 slowest
@@ -13,7 +17,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-gpu test test-fast coverage demo clean
+.PHONY: install install-gpu test test-fast coverage demo publish clean
 
 # make install: .venv with the package and its test extra (wandb, kornia, pytest), faiss-cpu.
 # make install-gpu: the same with faiss-gpu-cu12 instead of faiss-cpu (docs/install.md).
@@ -56,21 +60,35 @@ TESTS ?=
 coverage: $(STAMP)
 	$(PY) -m pytest -ra $(XDIST) --cov --cov-report=term $(TESTS)
 
-# The demo suite (configs/suites/demo_digits.py) with two of its three seeds, two runs at a time
-# (each its share of the cores); runs whose records exist are skipped, so a rerun only renders.
+# The demo suite (configs/suites/$(DEMO).py) with two of its three seeds, two runs at a time (each
+# its share of the cores); runs whose records exist are skipped, so a rerun only renders.
+# DEMO=demo_digits_full: the same at ResNet-18's full width (slower; no published reference).
+DEMO ?= demo_digits
 DEMO_SEEDS ?= 0 1
-DEMO_RESULTS := results/suites/demo_digits
+DEMO_RESULTS := results/suites/$(DEMO)
+DEMO_REFERENCE := results/reference/$(DEMO)
+# the random encoder is built as the suite's runs are (its width)
+DEMO_RANDOM := $(if $(filter demo_digits,$(DEMO)),--cfg-options model.backbone.width=0.25,)
 
 demo: $(STAMP)
-	@if ls $(DEMO_RESULTS)/runs/*-random_init-*.json >/dev/null 2>&1; then \
+	@start=$$(date +%s.%N); \
+	if ls $(DEMO_RESULTS)/runs/*-random_init-*.json >/dev/null 2>&1; then \
 	  echo "random encoder: evaluated before (its record is in $(DEMO_RESULTS)/runs)"; \
-	else $(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS); fi
-	$(PY) tools/run_suite.py configs/suites/demo_digits.py --seeds $(DEMO_SEEDS) --parallel 2 --publish README.md
-	@echo
-	@echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); explorer: $(DEMO_RESULTS)/index.html; monitor curves: $(DEMO_RESULTS)/curves.png"
-	@echo "README.md's demo block and docs/figures/demo_digits_intervals_*.png: regenerated from these records"
-	@echo "records, per-run reports and t-SNE figures: $(DEMO_RESULTS)/runs/"
-	@echo "checkpoints and training logs: work_dirs/suites/demo_digits/<run>/"
+	else $(PY) tools/eval.py configs/mixco_r18_digits.py random --results-dir $(DEMO_RESULTS) $(DEMO_RANDOM) || exit $$?; fi; \
+	$(PY) tools/run_suite.py configs/suites/$(DEMO).py --seeds $(DEMO_SEEDS) --parallel 2 || exit $$?; \
+	echo; \
+	echo "leaderboard: $(DEMO_RESULTS)/leaderboard.md (and .csv, intervals.png); explorer: $(DEMO_RESULTS)/index.html; monitor curves: $(DEMO_RESULTS)/curves.png"; \
+	echo "records, per-run reports and t-SNE figures: $(DEMO_RESULTS)/runs/; checkpoints and training logs: work_dirs/suites/$(DEMO)/<run>/"; \
+	echo; \
+	if [ -d $(DEMO_REFERENCE) ]; then $(PY) tools/reference.py check $(DEMO_RESULTS) $(DEMO_REFERENCE) --started $$start; \
+	else echo "no published reference for $(DEMO) ($(DEMO_REFERENCE))"; fi
+
+# Maintainers: after a make demo from nothing, its records become the published reference
+# (results/reference/$(DEMO)/, with the demo's time on this CPU kind in its times.md), and
+# README's demo block and docs/figures/$(DEMO)_*.png are regenerated from them.
+publish: $(STAMP)
+	$(PY) tools/run_suite.py configs/suites/$(DEMO).py --seeds $(DEMO_SEEDS) --parallel 2 --publish README.md
+	$(PY) tools/reference.py store $(DEMO_RESULTS) $(DEMO_REFERENCE)
 
 clean:
 	rm -rf work_dirs .pytest_cache .coverage .coverage.*
