@@ -3,8 +3,10 @@
 # weight decay 1e-6 (their default; the script does not set it), SimCLR's views with their
 # crop scale 0.2-1, a pass per view, synchronised BatchNorm, head Linear -> ReLU -> Linear,
 # NT-Xent over each process's local batch.
-# NOTE: their scheduler keeps lr 0.15 for the first 10 epochs and then decays it by a cosine
-# with T_max = 100 epochs (never reaching 0); here the cosine runs over all 100 epochs.
+# Learning rate as their simclr/pretrain.py steps torch's CosineAnnealingLR(T_max=epochs,
+# eta_min=0) once per epoch, only after epochs 10, 11, ...: epochs 0-10 train at 0.15, epoch e > 10
+# at 0.15 * (1 + cos(pi * (e - 10) / T_max)) / 2, never reaching 0. Here mmengine's cosine begins
+# at epoch 10 with T_max the run's epochs (100); tests/test_configs.py checks it epoch by epoch.
 _base_ = [
     './_base_/datasets/tiny_imagenet.py',
     './_base_/schedules/sgd_cosine_100e.py',
@@ -12,6 +14,7 @@ _base_ = [
 ]
 train_dataloader = dict(dataset=dict(view=dict(name='simclr', min_scale=0.2)))
 optim_wrapper = dict(optimizer=dict(lr=0.15, weight_decay=1e-6))
+param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=10, T_max=100, eta_min=0.0)]
 model = dict(
     type='SimCLR',
     backbone=dict(depth=18, small_stem=False),

@@ -6,10 +6,11 @@ import copy
 import functools
 import re
 
+import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.registry import DATASETS, MODELS
+from mmengine.registry import DATASETS, MODELS, PARAM_SCHEDULERS
 
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
@@ -192,6 +193,54 @@ def test_paper_check_names_a_changed_value():
     changed.optim_wrapper.optimizer.lr = 0.03
     assert _paper_mismatches('mixco_r18_tiny.py', changed) == [
         'mixco_r18_tiny.py: lr, tau is (0.03, 0.2), want (0.015, 0.2)']
+
+
+def _epoch_lrs(cfg: Config) -> list:
+    """The lr of each epoch of a config, from its param_scheduler built by mmengine's registry and
+    stepped once per epoch, as mmengine's ParamSchedulerHook steps an epoch-based scheduler."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))],
+                                lr=cfg.optim_wrapper.optimizer.lr)
+    epochs = cfg.train_cfg.max_epochs
+    schedulers = [PARAM_SCHEDULERS.build(dict(item, optimizer=optimizer,
+                                              end=item.get('end', epochs)))
+                  for item in cfg.param_scheduler]
+    lrs = []
+    for _ in range(epochs):
+        lrs.append(optimizer.param_groups[0]['lr'])
+        optimizer.step()
+        for scheduler in schedulers:
+            scheduler.step()
+    return lrs
+
+
+def _authors_simclr_lr(lr: float, epochs: int) -> list:
+    """The MixCo authors' SimCLR lr per epoch (simclr/pretrain.py: torch's CosineAnnealingLR with
+    T_max = epochs, eta_min = 0, stepped after each epoch from epoch 10 on), in closed form and
+    float64: epoch e trains at lr (1 + cos(pi k / T_max)) / 2, k = the steps taken before it."""
+    out = []
+    for epoch in range(epochs):
+        steps = np.float64(max(0, epoch - 10))
+        out.append(np.float64(lr) * (1 + np.cos(np.pi * steps / np.float64(epochs))) / 2)
+    return out
+
+
+@pytest.mark.parametrize('name', ['simclr_r18_tiny.py', 'simclr_r34_tiny.py', 'simclr_r50_tiny.py',
+                                  'mixco_simclr_r18_tiny.py', 'mixco_simclr_r34_tiny.py',
+                                  'mixco_simclr_r50_tiny.py'])
+def test_simclr_lr_is_the_authors_epoch_by_epoch(name):
+    cfg = load(name)
+    got = np.array(_epoch_lrs(cfg), dtype=np.float64)
+    want = np.array(_authors_simclr_lr(0.15, cfg.train_cfg.max_epochs))
+    assert np.abs(got - want).max() < 1e-12, f'{name}: worst epoch {np.abs(got - want).argmax()}'
+    assert got[10] == 0.15 and got[11] < 0.15 and got[-1] > 0  # 11 epochs flat, never 0
+
+
+def test_the_lr_check_can_fail():
+    """A plain cosine over all epochs (the schedule before) is refused by the comparison."""
+    cfg = load('simclr_r18_tiny.py')
+    cfg.param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=0, eta_min=0.0)]
+    got = np.array(_epoch_lrs(cfg))
+    assert np.abs(got - np.array(_authors_simclr_lr(0.15, 100))).max() > 1e-3
 
 
 def test_mixco_differs_only_in_mixco_fields():
