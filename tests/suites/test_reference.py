@@ -139,3 +139,15 @@ def test_the_tool_checks_measures_and_publishes(tmp_path, capsys):
     assert f"| {timing['kind']} |" in times and times.count('| AMD EPYC') == 1
     with pytest.raises(ValueError, match=r'^spread: the folders hold records of 1 CPU kind\(s\)'):
         tool.main(['spread', str(tmp_path / 's.json'), str(yours)])
+
+
+def test_what_the_demo_writes_is_ignored_by_git_and_the_reference_is_not():
+    """make demo's folders (its records, tables, work dirs) leave a clone's status clean; the
+    published reference is tracked."""
+    import subprocess
+    from benchmark.layout import REPO_ROOT
+    paths = ['results/suites/demo_digits/runs/x.json', 'results/suites/demo_digits/index.html',
+             'work_dirs/suites/demo_digits/run/epoch_1.pth', 'results/reference/demo_digits/x.json']
+    out = subprocess.run(['git', 'check-ignore', *paths], cwd=REPO_ROOT, capture_output=True,
+                         text=True).stdout.split()
+    assert out == paths[:3]
