@@ -1,15 +1,9 @@
-"""Build what a config names, through mmengine's registries, without data.
-
-The model is built on torch's meta device (tensors without storage: quick, and no memory taken;
-the last one is kept for a config checked again), the optimizer wrapper on its parameters, the
-parameter schedulers on that, every hook, metric, log processor and visualisation backend; each
-data loader over a stand-in dataset of indices (its sampler, batch sampler and collate function
-too), while the dataset's own arguments are bound to its signature and handed to its
-``check_arguments`` where it has one (the views are built there; no file is read). Loops, the
-visualizer and the sections mmengine's Runner reads itself (env_cfg, randomness, auto_scale_lr,
-compile) are checked against their signatures. Every refusal is one `ConfigError` line naming
-the key path.
-"""
+"""Build what a config names through mmengine's registries, without data: the model on torch's
+meta device (the last one kept: a suite checks one config for many runs), the optimizer wrapper
+and schedulers on it, hooks, metrics, log processor and visualisation backends; each loader over
+a stand-in dataset of indices, its dataset's arguments bound to the dataset's signature (and its
+``check_arguments``: the views, no file read). Loops, the visualizer and the sections the
+Runner reads key by key are checked against their signatures."""
 import copy
 import inspect
 import json
@@ -33,7 +27,7 @@ from methods.backbones import build_resnet
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
                       'checkpoint')
 STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
-LAST_MODEL: dict = {}  # the last model built (a suite checks one config for many runs)
+LAST_MODEL: dict = {}
 
 
 def config_keys(model_wrapper_cfg: Optional[dict] = None, sync_bn: Optional[str] = None,
@@ -41,8 +35,7 @@ def config_keys(model_wrapper_cfg: Optional[dict] = None, sync_bn: Optional[str]
                 activation_checkpointing: Any = None, efficient_conv_bn_eval: Any = None,
                 custom_imports: Optional[dict] = None, _base_: Any = None,
                 vis_backends: Any = None) -> None:
-    """The keys mmengine's Runner reads from its config besides its arguments; `_base_`,
-    `custom_imports` and `vis_backends` (a helper of configs/_base_/runtime) are the file's."""
+    """The keys the Runner reads besides its arguments; the last three are the file's."""
 
 
 def env_cfg(cudnn_benchmark: bool = False, mp_cfg: Optional[dict] = None,
@@ -73,8 +66,7 @@ def build(registry: Any, section: dict, path: str, default_type: Optional[str] =
 
 
 def attempt(make: Callable[[dict], Any], section: dict, path: str, owner: Any) -> Any:
-    """``make(section)``; any error it raises as one line (`refused`: `make` again finds the
-    key where the message does not name it)."""
+    """``make(section)``, its error as one line (`refused`)."""
     try:
         return make(section)
     except Exception as err:  # noqa: BLE001 - any refusal of the constructor is one line
@@ -89,8 +81,7 @@ def items(section: Any, path: str) -> List[Tuple[Any, str]]:
     return [(section, path)]
 
 
-def check_model(cfg: dict) -> torch.nn.Module:
-    model = cfg['model']
+def check_model(model: Any) -> torch.nn.Module:
     require_dict(model, 'model')
     if isinstance(model.get('backbone'), dict):
         check_call(model['backbone'], build_resnet, 'model.backbone')
@@ -105,7 +96,7 @@ def check_model(cfg: dict) -> torch.nn.Module:
     return LAST_MODEL[key]
 
 
-def check_optimizer(cfg: dict, model: torch.nn.Module) -> Any:
+def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
     """The optimizer wrapper on the model's parameters, then the schedulers on it."""
     path, wrapper = 'optim_wrapper', cfg['optim_wrapper']
     require_dict(wrapper, path)
@@ -133,7 +124,6 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> Any:
         build(PARAM_SCHEDULERS, dict(item, **({'end': end} if end else {})), item_path,
               skip={'optimizer'}, extra={'convert_to_iter_based'}, optimizer=built,
               epoch_length=1)
-    return built
 
 
 def check_hook(hook: Any, path: str) -> None:
@@ -149,8 +139,7 @@ def check_hook(hook: Any, path: str) -> None:
     build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
 
 
-def check_hooks(cfg: dict) -> None:
-    defaults, custom = cfg.get('default_hooks') or {}, cfg.get('custom_hooks') or []
+def check_hooks(defaults: Any, custom: Any) -> None:
     require_dict(defaults, 'default_hooks')
     for name, hook in defaults.items():
         if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
@@ -162,13 +151,6 @@ def check_hooks(cfg: dict) -> None:
         raise ConfigError(f'custom_hooks must be a list, got {custom!r}')
     for hook, path in items(custom, 'custom_hooks'):
         check_hook(hook, path)
-
-
-def check_function(section: Any, path: str) -> None:
-    """A collate_fn or worker_init_fn: a registered function and the keywords it takes (its
-    first argument is the DataLoader's)."""
-    fn, _ = build(FUNCTIONS, section, path, build_it=False)
-    check_call(section, fn, path, skip=list(accepted(fn)[0])[:1], extra={'type', '_scope_'})
 
 
 def check_loader(loader: Any, path: str, randomness: dict) -> None:
@@ -187,9 +169,11 @@ def check_loader(loader: Any, path: str, randomness: dict) -> None:
     if isinstance(loader.get('batch_sampler'), dict):
         build(DATA_SAMPLERS, loader['batch_sampler'], f'{path}.batch_sampler',
               skip={'sampler', 'batch_size'}, build_it=False)
-    for key in ('collate_fn', 'worker_init_fn'):
+    for key in ('collate_fn', 'worker_init_fn'):  # its first argument is the DataLoader's
         if isinstance(loader.get(key), dict):
-            check_function(loader[key], f'{path}.{key}')
+            fn, _ = build(FUNCTIONS, loader[key], f'{path}.{key}', build_it=False)
+            check_call(loader[key], fn, f'{path}.{key}', skip=list(accepted(fn)[0])[:1],
+                       extra={'type', '_scope_'})
     seed = randomness.get('seed')  # the Runner always passes one (drawn where None); a given
     attempt(lambda given: Runner.build_dataloader(  # one spares the sampler drawing (and syncing)
         dict(copy.deepcopy(given), dataset=STAND_IN), seed=seed if isinstance(seed, int) else 0),
@@ -219,25 +203,16 @@ def check_evaluator(evaluator: Any, path: str) -> None:
         build(METRICS, item, item_path)
 
 
-def check_visualizer(visualizer: Any, path: str) -> None:
-    """Keywords only: a Visualizer is one instance per name for the whole process."""
-    build(VISUALIZERS, visualizer, path, build_it=False)
-    backends = visualizer.get('vis_backends') or []
-    for item, item_path in items([backends] if isinstance(backends, dict) else backends,
-                                 f'{path}.vis_backends'):
-        build(VISBACKENDS, item, item_path, extra={'name'}, drop={'name'}, save_dir='.')
-
-
 def check_runner_sections(cfg: dict) -> None:
-    """The sections mmengine's Runner reads key by key."""
-    env = cfg.get('env_cfg')
+    """The sections the Runner reads key by key (a Visualizer: keywords only, one per name for
+    the whole process)."""
+    env, auto, visualizer = cfg.get('env_cfg'), cfg.get('auto_scale_lr'), cfg.get('visualizer')
     if env is not None:
         check_call(env, env_cfg, 'env_cfg')
         if env.get('mp_cfg') is not None:
             check_call(env['mp_cfg'], set_multi_processing, 'env_cfg.mp_cfg', skip={'distributed'})
     if cfg.get('randomness') is not None:
         check_call(cfg['randomness'], Runner.set_randomness, 'randomness', skip={'self'})
-    auto = cfg.get('auto_scale_lr')
     if auto is not None:
         check_call(auto, auto_scale_lr, 'auto_scale_lr')
         if auto.get('enable') and 'base_batch_size' not in auto:
@@ -249,8 +224,12 @@ def check_runner_sections(cfg: dict) -> None:
               build_it=False)
     if cfg.get('log_processor') is not None:
         build(LOG_PROCESSORS, cfg['log_processor'], 'log_processor', 'LogProcessor')
-    if cfg.get('visualizer') is not None:
-        check_visualizer(cfg['visualizer'], 'visualizer')
+    if visualizer is not None:
+        build(VISUALIZERS, visualizer, 'visualizer', build_it=False)
+        backends = visualizer.get('vis_backends') or []
+        for item, item_path in items([backends] if isinstance(backends, dict) else backends,
+                                     'visualizer.vis_backends'):
+            build(VISBACKENDS, item, item_path, extra={'name'}, drop={'name'}, save_dir='.')
 
 
 def check_sections(cfg: dict) -> None:
@@ -263,10 +242,10 @@ def check_sections(cfg: dict) -> None:
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
     check_runner_sections(cfg)
-    model = check_model(cfg)
+    model = check_model(cfg['model'])
     if cfg.get('optim_wrapper') is not None:
         check_optimizer(cfg, model)
-    check_hooks(cfg)
+    check_hooks(cfg.get('default_hooks') or {}, cfg.get('custom_hooks') or [])
     for key in ('train_cfg', 'val_cfg', 'test_cfg'):
         if cfg.get(key) is not None:
             check_loop(cfg[key], key)

@@ -1,12 +1,9 @@
 """The pre-flight check of a config: what it names is built, without data, before anything starts.
 
-`validate_config` asks the components themselves (build.py): the model is built on the CPU, the
-optimizer, schedulers, hooks and metrics on it, the data loaders over a stand-in dataset, the
-dataset's arguments checked by its signature (and its ``check_arguments``: the views are built,
-no file is read). A constructor's refusal, an unknown key or type, and the rules no constructor
-can see (rules.py, views.py) raise `ConfigError` with one line that names the key path, e.g.
-``unknown key 'model.temprature' (did you mean 'model.temperature'?)`` or
-``model.temperature=-0.1 refused by MoCo: model.temperature must be > 0, got -0.1``.
+`validate_config` checks every value the tables of rules.py name, then builds what the config
+names (build.py, each component's signature read by keywords.py), then the rules across keys.
+A refusal is `ConfigError`, one line naming the key path, e.g. ``unknown key 'model.temprature'
+(did you mean 'model.temperature'?)`` or ``model.temperature=-0.1 refused by MoCo: ...``.
 """
 import copy
 import importlib
@@ -21,10 +18,8 @@ from benchmark import dist
 from benchmark.cli import one_line
 from benchmark.engine.config.build import check_sections
 from benchmark.engine.config.keywords import ConfigError, check_keys, require_dict
-from benchmark.engine.config.rules import (check_batch, check_finite, check_method_named,
-                                           check_unchecked)
-from benchmark.engine.config.views import (check_view_pairing, fill_view_size,
-                                           resolve_train_views)
+from benchmark.engine.config.rules import check_pairing, check_run, check_values
+from benchmark.engine.config.views import fill_view_size, resolve_train_views
 
 __all__ = ['ConfigError', 'CfgOptionsAction', 'merge_options', 'read_config', 'validate_config']
 
@@ -44,19 +39,14 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     """
     import_custom_modules(cfg.get('custom_imports'))
     top = cfg.to_dict() if isinstance(cfg, Config) else copy.deepcopy(dict(cfg))
-    check_finite(top)
-    check_unchecked(top)
-    try:  # views on the device need a raw_uint8 dataset, and the other way round
-        resolve_train_views(top, torch.cuda.is_available() if cuda is None else cuda)
-        check_view_pairing(top)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    check_values(top)
+    resolve_train_views(top, torch.cuda.is_available() if cuda is None else cuda)
+    check_pairing(top)
     fill_view_size(top)  # as tools/train.py does before it builds the model
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
-    check_method_named(top)
-    check_batch(top, world_size_of_run() if world_size is None else world_size)
+    check_run(top, world_size_of_run() if world_size is None else world_size)
 
 
 def world_size_of_run() -> int:

@@ -1,26 +1,29 @@
-"""What no constructor can refuse: rules across keys, and values nobody else checks.
+"""What no constructor refuses, as tables: a row per rule, the line it says when it refuses.
 
-A pretraining method has its row in the vocabulary (benchmark/names.py). Across keys: no NaN
-or infinity anywhere, a train batch of two images at least (and an even one for MixCo, which
-mixes its halves), a MoCo queue that holds one step's keys of every process,
-and a batch that MoCo's split shuffle-BN divides into ``model.bn_splits`` groups (the device
-views and their raw dataset: views.py). Values: `UNCHECKED`, the few keys only mmengine's Runner
-reads, or that mmengine and torch accept although a run cannot use them. Each failure is one
-`ConfigError` line naming the key path.
+`VALUES`: a key pattern ('*' for any keys between) and what its value must be, for keys only
+mmengine's Runner reads, or that mmengine and torch accept although a run cannot use them.
+`TRAIN_VIEWS`, `PAIRING`, `METHOD`, `BATCH`: (when it refuses, over the facts the table reads;
+its line, formatted with those facts and ``it``, what the test returned).
 """
 import fnmatch
 import math
 import os.path as osp
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, List, Tuple
 
+from lightly.transforms.utils import IMAGENET_NORMALIZE
 from mmengine.registry import MODELS
 
+from benchmark.data.gpu_views import GPUViewPreprocessor, is_switch
+from benchmark.data.raw_view import RAW_VIEW
+from benchmark.data.view_params import view_spec
 from benchmark.engine.compile_hook import COMPILE_MODES
 from benchmark.engine.config.keywords import ConfigError, accepted, hint, nodes
 from benchmark.names import EVALUATION_MODELS, METHOD_NAMES
 from methods.base import EncoderModel
 
 Rule = Callable[[Any, str], None]
+Rows = List[Tuple[Callable[[SimpleNamespace], Any], str]]
 
 
 def number(low: float, high: float = math.inf, whole: bool = False, low_open: bool = False,
@@ -77,10 +80,14 @@ def checkpoint_file(value: Any, path: str) -> None:
         raise ConfigError(f'{path}: checkpoint {value} not found')
 
 
-# Keys only mmengine's Runner reads, and values mmengine and torch accept but a run cannot use
-# (a zero interval divides by zero, a zero learning rate trains nothing, a momentum of 1 never
-# moves); '*' stands for any keys in between.
-UNCHECKED = {
+def finite(value: Any, path: str) -> None:
+    """No NaN or infinity anywhere a number is given (--cfg-options reads 'nan' and 'inf')."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f'{path} must be a finite number, got {value}')
+
+
+# A zero interval divides by zero, a zero learning rate trains nothing, a momentum of 1 never moves.
+VALUES = {
     'launcher': choice('none', 'pytorch', 'slurm', 'mpi'),
     'log_level': choice('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'),
     'load_from': checkpoint_file,
@@ -106,59 +113,124 @@ UNCHECKED = {
     'compile.mode': choice(None, *COMPILE_MODES), 'sync_bn': choice(None, 'torch', 'mmcv'),
 }
 
+TRAIN_VIEWS_KEYS = ('on', 'raw_size', 'compile', 'graph', 'prefetch')
+VIEWS_ON = ('auto', 'device', 'loader')
+TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views)
+    (lambda f: not isinstance(f.spec, dict),
+     "train_views must be a dict like dict(on='auto'), got {spec!r}"),
+    (lambda f: sorted(set(f.spec) - set(TRAIN_VIEWS_KEYS)),
+     "train_views: unknown key {it[0]!r}; valid: on, raw_size, compile, graph, prefetch"),
+    (lambda f: f.spec.get('on', 'auto') not in VIEWS_ON,
+     "train_views.on={spec[on]!r}: not one of auto, device, loader"),
+    (lambda f: not isinstance(f.spec.get('compile', False), bool),
+     'train_views.compile must be True or False, got {spec[compile]!r}'),
+    (lambda f: not is_switch(f.spec.get('graph', False)),
+     "train_views.graph must be 'auto', True or False, got {spec[graph]!r}"),
+    (lambda f: not is_switch(f.spec.get('prefetch', False)),
+     "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
+]
+PAIRING: Rows = [  # facts of `pairing_facts`: device views and their raw_uint8 dataset
+    (lambda f: f.pre is not None and not f.raw,
+     'model.data_preprocessor.type=GPUViewPreprocessor draws the views on the device, but '
+     'train_dataloader.dataset.view is {view!r}; set train_dataloader.dataset.view=raw_uint8 '
+     'and the preset in model.data_preprocessor.view'),
+    (lambda f: f.raw and f.pre is None,
+     'train_dataloader.dataset.view=raw_uint8 hands undecoded uint8 images to the model, which '
+     'only GPUViewPreprocessor turns into views (model.data_preprocessor.type is {kind}); set '
+     "model.data_preprocessor=dict(type='GPUViewPreprocessor', view=...) or give the dataset a "
+     'PIL view preset'),
+    (lambda f: f.pre is not None and f.size is None and (
+        isinstance(f.data_size, bool) or not isinstance(f.data_size, int) or f.data_size < 1),
+     'train_dataloader.dataset.input_size must be a positive integer (the views '
+     'model.data_preprocessor draws take its size), got {data_size!r}'),
+    (lambda f: f.pre is not None and f.size is not None and f.size != f.data_size,
+     'model.data_preprocessor.input_size={size} differs from train_dataloader.dataset.input_size='
+     '{data_size} (the size evaluation uses); leave model.data_preprocessor.input_size out to '
+     'follow it'),
+    (lambda f: f.pre is not None and preset_error(f.pre, f.data_size),
+     'model.data_preprocessor.view: {it}'),
+]
+METHOD: Rows = [  # facts of `run_facts`: records, tables and baselines are keyed by the row
+    (lambda f: f.unnamed,
+     "model.type={name!r} has no row in METHODS of benchmark/names.py; add '{name}': (record "
+     'name, table label) there (docs/methods.md, "Adding a method")'),
+]
+BATCH: Rows = [  # facts of `run_facts`, where the train batch is an integer
+    (lambda f: f.batch < 2, 'train_dataloader.batch_size must be >= 2, got {batch}'),
+    (lambda f: f.kind.startswith('MixCo') and f.batch % 2,
+     'train_dataloader.batch_size must be even for {kind} (it mixes the two halves of each '
+     'batch), got {batch}'),
+    (lambda f: isinstance(f.queue, int) and f.queue < f.total,
+     'model.queue_size ({queue}) must be >= the total batch, {world_size} process(es) x '
+     'train_dataloader.batch_size {batch} = {total}; raise model.queue_size or lower the batch'),
+    (lambda f: f.split and isinstance(f.splits, int) and f.splits > 0 and f.batch % f.splits,
+     'train_dataloader.batch_size ({batch}) must be divisible by model.bn_splits ({splits}): '
+     'with {world_size} process(es) and model.shuffle_bn={mode!r} the key encoder normalises '
+     "each batch in {splits} groups; change either, or set model.shuffle_bn='off'"),
+]
 
-def check_unchecked(cfg: dict) -> None:
-    for path, value in nodes(cfg):
-        for pattern, rule in UNCHECKED.items():
-            if fnmatch.fnmatchcase(path, pattern):
-                rule(value, path)
+
+def refuse(rows: Rows, **facts: Any) -> None:
+    """Raise the line of the first row that refuses these facts."""
+    given = SimpleNamespace(**facts)
+    for test, line in rows:
+        it = test(given)
+        if it:
+            raise ConfigError(line.format(it=it, **facts))
 
 
-def check_finite(cfg: dict) -> None:
-    """No NaN or infinity anywhere a number is given (--cfg-options reads 'nan' and 'inf')."""
-    for path, value in nodes(cfg):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f'{path} must be a finite number, got {value}')
+def check_values(cfg: dict) -> None:
+    """Every number finite, then each value `VALUES` names."""
+    for table in ({'*': finite}, VALUES):
+        for path, value in nodes(cfg):
+            for pattern, rule in table.items():
+                if fnmatch.fnmatchcase(path, pattern):
+                    rule(value, path)
 
 
-def check_method_named(cfg: dict) -> None:
-    """A pretraining method (an `EncoderModel`) has its row in the vocabulary: its records,
-    tables and baselines are keyed by the record name that row gives."""
-    kind = cfg['model'].get('type')
+def device_views(cfg) -> Any:
+    """The config's GPUViewPreprocessor section, or None."""
+    model = cfg.get('model')
+    pre = model.get('data_preprocessor') if isinstance(model, dict) else None
+    types = ('GPUViewPreprocessor', GPUViewPreprocessor)
+    return pre if isinstance(pre, dict) and pre.get('type') in types else None
+
+
+def train_dataset(cfg) -> dict:
+    loader = cfg.get('train_dataloader')
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
+    return dataset if isinstance(dataset, dict) else {}
+
+
+def preset_error(pre: dict, size: int) -> str:
+    try:
+        view_spec(pre.get('view', 'mocov2'), size, pre.get('normalize', IMAGENET_NORMALIZE))
+    except (ValueError, TypeError) as err:
+        return str(err)
+    return ''
+
+
+def check_pairing(cfg) -> None:
+    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
+    view = dataset.get('view', 'mocov2')
+    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
+    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
+           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
+           size=(pre or {}).get('input_size'),
+           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')
+
+
+def check_run(cfg: dict, world_size: int) -> None:
+    model, batch = cfg['model'], (cfg.get('train_dataloader') or {}).get('batch_size')
+    kind = model.get('type')
     cls = MODELS.get(kind) if isinstance(kind, str) else kind
     name = getattr(cls, '__name__', kind)
-    if isinstance(cls, type) and issubclass(cls, EncoderModel) and name not in (
-            *METHOD_NAMES, *EVALUATION_MODELS):
-        raise ConfigError(f'model.type={name!r} has no row in METHODS of benchmark/names.py; add '
-                          f"'{name}': (record name, table label) there (docs/methods.md, "
-                          '"Adding a method")')
-
-
-def check_batch(cfg: dict, world_size: int) -> None:
-    """The train batch against the model: two images at least (a contrastive loss needs others
-    in the batch), even for MixCo, held by the queue, divided by the shuffle-BN groups."""
-    model, loader = cfg['model'], cfg.get('train_dataloader') or {}
-    batch, kind = loader.get('batch_size'), str(model.get('type'))
-    if not isinstance(batch, int):
-        return
-    if batch < 2:
-        raise ConfigError(f'train_dataloader.batch_size must be >= 2, got {batch}')
-    if kind.startswith('MixCo') and batch % 2:
-        raise ConfigError(f'train_dataloader.batch_size must be even for {kind} (it mixes '
-                          f'the two halves of each batch), got {batch}')
-    cls = MODELS.get(kind) if isinstance(model.get('type'), str) else None
-    params = accepted(cls)[0] if cls is not None else {}
-    setting = {k: model.get(k, params[k].default) for k in ('queue_size', 'shuffle_bn',
-                                                            'bn_splits') if k in params}
-    queue, total = setting.get('queue_size'), world_size * batch
-    if isinstance(queue, int) and queue < total:
-        raise ConfigError(f'model.queue_size ({queue}) must be >= the total batch, {world_size} '
-                          f'process(es) x train_dataloader.batch_size {batch} = {total}; raise '
-                          'model.queue_size or lower the batch')
-    mode, splits = setting.get('shuffle_bn'), setting.get('bn_splits')
-    split = mode == 'split' or (mode == 'auto' and world_size == 1)
-    if split and isinstance(splits, int) and splits > 0 and batch % splits:
-        raise ConfigError(f'train_dataloader.batch_size ({batch}) must be divisible by '
-                          f'model.bn_splits ({splits}): with {world_size} process(es) and '
-                          f'model.shuffle_bn={mode!r} the key encoder normalises each batch in '
-                          f"{splits} groups; change either, or set model.shuffle_bn='off'")
+    refuse(METHOD, name=name, unnamed=isinstance(cls, type) and issubclass(cls, EncoderModel)
+           and name not in (*METHOD_NAMES, *EVALUATION_MODELS))
+    if isinstance(batch, int):
+        params = accepted(cls)[0] if isinstance(kind, str) and cls is not None else {}
+        queue, mode, splits = (model.get(k, params[k].default) if k in params else None
+                               for k in ('queue_size', 'shuffle_bn', 'bn_splits'))
+        refuse(BATCH, batch=batch, kind=str(kind), world_size=world_size, queue=queue,
+               total=world_size * batch, mode=mode, splits=splits,
+               split=mode == 'split' or (mode == 'auto' and world_size == 1))
