@@ -9,6 +9,7 @@ from typing import Callable, Optional
 
 # A full disk, or a full quota: both need space freed, and then the same command again.
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_WRITING = set()  # temporary files of the writes in flight (`abandon_writes`)
 
 
 def no_space_left(err: BaseException) -> bool:
@@ -65,6 +66,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> str:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
     os.close(fd)
+    _WRITING.add(tmp)
     try:
         write(tmp)
         with open(tmp, 'rb+') as handle:
@@ -74,8 +76,20 @@ def atomic_write(path: str, write: Callable[[str], None]) -> str:
         if osp.exists(tmp):
             os.remove(tmp)
         raise
+    finally:
+        _WRITING.discard(tmp)
     fsync_dir(folder)
     return path
+
+
+def abandon_writes() -> None:
+    """Remove the temporary files of the writes in flight, for an exit that skips their
+    cleanup (``os._exit``): each final file stays as it was."""
+    for tmp in list(_WRITING):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
 
 
 def atomic_write_text(path: str, text: str) -> str:

@@ -13,7 +13,7 @@ import os.path as osp
 import sys
 from typing import Callable, Optional, Sequence
 
-from benchmark import dist
+from benchmark import dist, stop
 from benchmark.exit_codes import BAD_INPUT_EXIT_CODE
 # What bad input raises: ConfigError, CheckpointError, DataRootError (a FileNotFoundError),
 # ValueError of a library, OSError of a file. Anything else is a bug and keeps its traceback.
@@ -49,18 +49,21 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def run_tool(main: Callable[[Optional[Sequence[str]]], int],
              argv: Optional[Sequence[str]] = None) -> int:
-    """``main(argv)``, with bad input (`INPUT_ERRORS`) as one ``error:`` line and exit code 2.
+    """``main(argv)``, with bad input (`INPUT_ERRORS`) as one ``error:`` line and exit code 2,
+    and Ctrl-C or SIGTERM as a stop (`benchmark.stop`: one line, exit code 130 or 143).
 
     Args:
         main: The tool's entry point; returns its exit code.
         argv: Its arguments (default: the command line). ``--debug`` among them re-raises.
     """
-    try:
-        return main(argv)
-    except INPUT_ERRORS as err:
-        if '--debug' in (sys.argv[1:] if argv is None else argv):
-            raise
-        return fail(one_line(err))
+    def work() -> int:
+        try:
+            return main(argv)
+        except INPUT_ERRORS as err:
+            if '--debug' in (sys.argv[1:] if argv is None else argv) or stop.requested():
+                raise
+            return fail(one_line(err))
+    return stop.stoppable(work)
 
 
 # --- argparse types: each names what it wanted; argparse adds "argument --option:" ----------

@@ -13,7 +13,7 @@ PACKAGES = ('methods', 'benchmark', 'tools')
 # suites and harness share a layer and never import each other (like data and reports).
 LAYERS = {'suites': 4, 'harness': 4, 'evaluation': 3, 'engine': 2, 'data': 1, 'reports': 1}
 SIDE_BY_SIDE = [{'data', 'reports'}, {'suites', 'harness'}]
-FOUNDATION = {'names', 'layout', 'dist', 'atomic_io', 'cli', 'components', 'exit_codes'}
+FOUNDATION = {'names', 'layout', 'dist', 'atomic_io', 'cli', 'components', 'exit_codes', 'stop'}
 FACES = {'knn', 'cluster'}  # contract re-exports (docs/design.md "Public contracts")
 
 

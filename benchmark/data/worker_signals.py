@@ -12,12 +12,12 @@ does in torch.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
-import time
-from typing import Callable, List, Optional
+from typing import Callable, Optional
+
+from benchmark.stop import stop_workers  # noqa: F401  (the trainer's end of its workers)
 
 LEFT_TO_TRAINER = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -75,22 +75,3 @@ def protect_loader_workers(loader) -> None:
     (set before its first iterator is made; a loader without workers is left alone)."""
     if getattr(loader, 'num_workers', 0) and not isinstance(loader.worker_init_fn, WorkerSignals):
         loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
-
-
-def stop_workers(timeout_s: float = 5.0) -> List[int]:
-    """End the processes this one started through multiprocessing (the loader workers) and
-    join them, for an exit that skips the interpreter's teardown (``os._exit``): SIGTERM from
-    their trainer ends them at once; one still there after ``timeout_s`` seconds is killed
-    (they only read data). The pids that had to be killed."""
-    children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
-    deadline = time.monotonic() + timeout_s
-    for child in children:
-        child.join(max(0.0, deadline - time.monotonic()))
-    killed = [child.pid for child in children if child.is_alive()]
-    for child in children:
-        if child.is_alive():
-            child.kill()
-            child.join(1.0)
-    return killed

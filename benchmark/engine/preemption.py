@@ -98,20 +98,28 @@ class PreemptionHook(Hook):
         self.signals = tuple(signals)
         self.received = None
         self._every = 1  # iterations between agreements of a distributed run
+        self._previous = {}  # the handlers before the training, put back after it
 
     def _handle(self, signum, frame) -> None:  # noqa: ARG002
         self.received = signal.Signals(signum).name
 
     def before_train(self, runner) -> None:
         self._every = logger_interval(runner) or 1
-        for name in self.signals:
-            signal.signal(getattr(signal, name), self._handle)
+        self._previous = {name: signal.signal(getattr(signal, name), self._handle)
+                          for name in self.signals}
         # one that came while the process started (held_signals): acted on after the first step
         self.received = self.received or held_signals.take()
         protect_loader_workers(runner.train_dataloader)  # before its workers start
         marker = osp.join(runner.work_dir, PREEMPTED_MARKER)
         if osp.exists(marker) and dist.is_main():
             os.remove(marker)
+
+    def after_run(self, runner) -> None:
+        """The handlers from before the training back (a tool that goes on has its own)."""
+        for name, handler in self._previous.items():
+            if handler is not None:  # None: one set outside Python, which cannot be put back
+                signal.signal(getattr(signal, name), handler)
+        self._previous = {}
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if dist.distributed() and not reads_logs(runner, batch_idx, self._every):
