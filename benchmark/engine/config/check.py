@@ -62,14 +62,6 @@ OLD_MODULES = ('benchmark.datasets', 'benchmark.sampler', 'benchmark.hooks',
                'benchmark.knn_monitor', 'benchmark.checkpoint_hook', 'benchmark.preemption',
                'benchmark.tracking', 'benchmark.nan_guard', 'benchmark.linear_metric',
                'methods.linear_probe', 'benchmark.views', 'benchmark.fault_hooks')
-IMPORTS_HINT = "custom_imports = dict(imports=['methods', 'benchmark.components'])"
-
-
-def custom_import_error(name: str, err: BaseException) -> 'ConfigError':
-    if name in OLD_MODULES:
-        return ConfigError(f'custom_imports.imports: {name!r} no longer exists; configs import '
-                           f'only methods and benchmark.components ({IMPORTS_HINT})')
-    return ConfigError(f'custom_imports.imports: cannot import {name!r} ({one_line(err)})')
 
 
 def read_config(path: str) -> Config:
@@ -125,5 +117,11 @@ def import_custom_modules(custom: Optional[dict]) -> None:
         try:
             importlib.import_module(name)
         except ImportError as err:
-            if not custom.get('allow_failed_imports', False):
-                raise custom_import_error(name, err) from None
+            if custom.get('allow_failed_imports', False):
+                continue
+            if name in OLD_MODULES:
+                raise ConfigError(f'custom_imports.imports: {name!r} no longer exists; configs '
+                                  "import only methods and benchmark.components (custom_imports "
+                                  "= dict(imports=['methods', 'benchmark.components']))") from None
+            raise ConfigError(f'custom_imports.imports: cannot import {name!r} '
+                              f'({one_line(err)})') from None
