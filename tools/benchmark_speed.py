@@ -1,12 +1,14 @@
 """Measure the MixCo family's cost over its baselines, the pipeline's and the loop's speed, kNN.
 
-Default (minutes on two CPU cores): python tools/benchmark_speed.py --out-dir results/speed
+Default (about 2 min on 2 CPU cores):  python tools/benchmark_speed.py --out-dir results/speed
+Steadier medians (2.5x as long):    python tools/benchmark_speed.py --full --out-dir results/speed
 The paper's setting (a GPU):        python tools/benchmark_speed.py --paper --out-dir results/speed
 Feature extraction alone:           python tools/benchmark_speed.py --only features --threads 2
 Where a demo run's time goes:       python tools/benchmark_speed.py --only demo  (about 6 min)
 The loop's own cost per iteration:  python tools/benchmark_speed.py --only loop
-Runs on the GPU when one is present, else on the CPU. Variants are measured alternately (A B A B)
-and medians reported, so the ratios hold even while the machine's speed drifts.
+Runs on the GPU when one is present, else on the CPU. Variants run alternately (A B A B), medians
+reported: the ratios hold while the machine's speed drifts. Each part ends with its time and the
+ETA; Ctrl-C or SIGTERM stops it (130, 143), the parts measured kept in the outputs, marked partial.
 """
 import argparse
 import json
@@ -15,23 +17,21 @@ import traceback
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from benchmark import stop
 from benchmark.atomic_io import atomic_write_text
 from benchmark.cli import ArgumentParser, non_negative_int, output_dir, output_file, run_tool
-from benchmark.harness.speed.bench import HEADLINE, NAMED_ONLY, PARTS, run
-from benchmark.harness.speed.pipeline import PAPER_GRID, config_settings
+from benchmark.harness.speed.bench import FULL, HEADLINE, NAMED_ONLY, PAPER, PARTS, run
+from benchmark.harness.speed.pipeline import config_settings
 from benchmark.harness.speed.report import markdown
 from benchmark.harness.speed.timing import Settings
-
-# --paper: one GPU, batch 128, 20,000 images, an epoch per configuration; the command line wins.
-PAPER = dict(depth=18, input_size=224, batch=128, small_stem=False, images=20000,
-             pipeline_iters=None, pipeline_rounds=1, configs=PAPER_GRID)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     d = Settings()
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--paper', action='store_true', help='ResNet-18, 224 px, batch 128, 20,000 '
-                   'images, one epoch per configuration of ' + ' '.join(PAPER_GRID))
+                   'images, one epoch per configuration of ' + ' '.join(PAPER['configs']))
+    p.add_argument('--full', action='store_true', help=' '.join(f'{k}={v}' for k, v in FULL.items()))
     p.add_argument('--depth', type=int, choices=[18, 34, 50])
     p.add_argument('--input-size', type=int, help=f'pixels (default {d.input_size})')
     p.add_argument('--batch', type=int, help=f'images per step, per process ({d.batch})')
@@ -42,23 +42,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--configs', nargs='+', help='pipeline configurations '
                    'VIEWS-PRECISION[-cl][-compile], e.g. gpu-bf16-cl (default: the one of '
                    '--views/--precision/--channels-last)')
-    p.add_argument('--repeats', type=int, default=d.repeats, help='timed steps per method')
-    p.add_argument('--warmup', type=int, default=d.warmup, help='untimed steps per method')
+    p.add_argument('--repeats', type=int, help=f'timed steps per method ({d.repeats})')
+    p.add_argument('--warmup', type=int, help=f'untimed steps per method ({d.warmup})')
     p.add_argument('--pipeline-rounds', type=int, help=f'Runner epochs per method and '
                    f'configuration, alternating ({d.pipeline_rounds})')
     p.add_argument('--pipeline-iters', type=int, help=f'timed iterations per epoch '
                    f'({d.pipeline_iters}; --paper: the whole epoch)')
-    p.add_argument('--pipeline-warmup', type=int, default=d.pipeline_warmup,
-                   help='untimed iterations at the start of each epoch')
+    p.add_argument('--pipeline-warmup', type=int,
+                   help=f'untimed iterations at the start of each epoch ({d.pipeline_warmup})')
     p.add_argument('--num-workers', type=non_negative_int,
                    help='dataloader workers (default: the config\'s)')
-    p.add_argument('--threads', type=int, help='torch and faiss threads (default: 1 on CPU, '
-                   'robust to other load on the cores; torch\'s default on GPU)')
-    for name in ('feature_images', 'feature_batch', 'views_native', 'views_repeats',
-                 'demo_epochs', 'demo_rounds'):
-        p.add_argument(f'--{name.replace("_", "-")}', type=int, default=getattr(d, name))
-    for name in ('bank', 'queries', 'dim', 'k', 'classes', 'chunk', 'repeats'):
-        p.add_argument(f'--knn-{name}', type=int, default=getattr(d, f'knn_{name}'))
+    p.add_argument('--threads', type=int, help='torch and faiss threads (1 on CPU; GPU: torch\'s)')
+    for name in ('feature_images', 'feature_batch', 'views_native', 'views_repeats', 'demo_epochs',
+                 'demo_rounds', *(f'knn_{n}' for n in ('bank', 'queries', 'dim', 'k', 'classes',
+                                                       'chunk', 'repeats'))):
+        p.add_argument(f'--{name.replace("_", "-")}', type=int, help=f'({getattr(d, name)})')
     p.add_argument('--precision', choices=['fp32', 'bf16'], default=d.precision,
                    help='bf16: autocast in the bare steps, CPUCapableAmpOptimWrapper in the Runner')
     p.add_argument('--channels-last', action='store_true', help='model and images in NHWC')
@@ -76,13 +74,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def settings(args: argparse.Namespace) -> Settings:
-    """Settings from the arguments: given values, else --paper's, else the defaults; sizes and
-    counts checked here, after --paper filled them (one line naming each bad one)."""
-    d, paper = Settings(), PAPER if args.paper else {}
+    """Settings from the arguments: given values, else --paper's, else --full's, else the
+    defaults; sizes and counts checked here, after they were filled (one line naming each bad
+    one)."""
+    d, preset = Settings(), {**(FULL if args.full else {}), **(PAPER if args.paper else {})}
     values = {}
     for f in fields(Settings):
         given = getattr(args, f.name, None)
-        values[f.name] = given if given is not None else paper.get(f.name, getattr(d, f.name))
+        values[f.name] = given if given is not None else preset.get(f.name, getattr(d, f.name))
     skip = ([p for p in PARTS if p not in args.only] if args.only
             else [*args.skip, *(p for p in NAMED_ONLY if p not in args.skip)])
     s = Settings(**{**values, 'skip': tuple(skip), 'configs': tuple(values['configs']),
@@ -109,8 +108,7 @@ def settings(args: argparse.Namespace) -> Settings:
 
 
 def write(result: dict, s: Settings, args: argparse.Namespace) -> str:
-    """The JSON and table files of a result (partial ones too), each replaced atomically; the
-    table."""
+    """The JSON and table files of a result (partial ones too), replaced atomically; the table."""
     result['settings'] = asdict(s)
     table = markdown(result, s)
     outs = [(args.out, args.table)]
@@ -133,6 +131,8 @@ def main(argv=None) -> int:
         result = run(s, log=lambda msg: print(msg, file=sys.stderr, flush=True),
                      save=lambda partial: write(partial, s, args))
     except (ValueError, FileNotFoundError, RuntimeError) as err:
+        if stop.requested():  # a loader worker that a Ctrl-C ended first: the stop's line
+            raise
         if args.debug:
             traceback.print_exc()
         print(f'error: benchmark_speed: {err}', file=sys.stderr)

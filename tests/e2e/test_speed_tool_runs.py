@@ -4,6 +4,8 @@ one-convolution stand-in for the ResNet: these check the tool's plumbing and its
 the ResNet's speed), and a real process killed midway leaving the parts it measured."""
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -147,3 +149,45 @@ def test_a_run_stopped_midway_leaves_the_parts_it_measured(tmp_path, subprocess_
     assert list(result['pipeline']) == ['pil-fp32'] and 'features' not in result
     text = path.with_suffix('.md').read_text()
     assert 'Partial: written after pipeline pil-fp32' in text and '| pil-fp32 | MoCo-v2 |' in text
+
+
+def test_ctrl_c_stops_the_tool_with_its_workers_and_leaves_no_partial_file(tmp_path,
+                                                                             subprocess_env):
+    """SIGINT to the tool's process group (what Ctrl-C sends) while a pipeline Runner reads
+    through two loader workers: exit 130 with the one stop line, no process of the group left,
+    nothing in the output folder (no part had finished) and the temporary data folder gone."""
+    out, tmp = tmp_path / 'out', tmp_path / 'tmp'
+    out.mkdir()
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, 'tools/benchmark_speed.py', '--only', 'pipeline', '--images', '64',
+         '--input-size', '16', '--batch', '4', '--pipeline-rounds', '50', '--pipeline-iters', '4',
+         '--pipeline-warmup', '1', '--num-workers', '2', '--out-dir', str(out)],
+        cwd=ROOT, env=dict(subprocess_env, TMPDIR=str(tmp)), stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and len(_group(proc.pid)) < 3:
+            time.sleep(0.1)  # the tool and its two loader workers
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=30)  # a hang guard, not a speed claim
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert code == 130, err[-3000:]
+    assert err.splitlines()[-1] == 'SIGINT: stopped; finished nothing; not finished: pipeline'
+    for _ in range(20):  # reparented zombies are reaped by init within moments
+        if not _group(proc.pid):
+            break
+        time.sleep(0.1)
+    assert _group(proc.pid) == []
+    assert list(out.iterdir()) == [] and list(tmp.iterdir()) == []
+
+
+def _group(pgid: int) -> list:
+    """The live processes of a process group."""
+    found = subprocess.run(['pgrep', '-g', str(pgid)], capture_output=True, text=True).stdout
+    return found.split()

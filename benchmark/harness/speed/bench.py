@@ -24,14 +24,17 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
+from benchmark import stop
+from benchmark.engine.progress import duration
 from benchmark.harness.speed.demo import bench_demo
 from benchmark.harness.speed.eval import bench_features, bench_knn
 from benchmark.harness.speed.floor import (achieved, count_flops, describe_device, device_name,
                                            device_slug, encoder_images, floor_passes, peak_tflops,
                                            usable_cores)
 from benchmark.harness.speed.loop import bench_loop
-from benchmark.harness.speed.pipeline import (PIPELINE_METHODS, bench_pipeline, config_name,
-                                              config_settings, fake_data, images_needed)
+from benchmark.harness.speed.pipeline import (PAPER_GRID, PIPELINE_METHODS, bench_pipeline,
+                                              config_name, config_settings, fake_data,
+                                              images_needed)
 from benchmark.harness.speed.step import (METHODS, PAIRS, PRECISIONS, build_step, step_inputs,
                                           train_step)
 from benchmark.harness.speed.views import bench_views
@@ -39,6 +42,18 @@ from benchmark.harness.speed.timing import (NAMED_ONLY, Settings, in_turn, own_b
                                             paired_ratio, step_peak_bytes, timed)
 
 PARTS = ('step', 'pipeline', 'loop', 'features', 'knn', 'views', 'demo')
+# The presets of tools/benchmark_speed.py; the command line wins. --paper: one GPU, batch 128,
+# 20,000 images, an epoch per configuration of PAPER_GRID.
+PAPER = dict(depth=18, input_size=224, batch=128, small_stem=False, images=20000,
+             pipeline_iters=None, pipeline_rounds=1, configs=PAPER_GRID)
+# --full: more repeats, rounds and iterations (steadier medians) and the larger kNN search,
+# about 2.5 times the default run's time.
+FULL = dict(repeats=20, warmup=3, pipeline_rounds=3, pipeline_iters=20, pipeline_warmup=5,
+            feature_images=512, knn_bank=50000, knn_queries=10000, loop_rounds=5, loop_iters=8,
+            loop_null_iters=100, loop_warmup=5, views_repeats=5)
+# Each part's share of a default run's time (measured on a 2-core AMD EPYC; the demo part's
+# about 6 minutes beside it): the weights of the ETA printed as each part ends.
+SHARE = dict(step=0.34, pipeline=0.28, loop=0.26, features=0.03, knn=0.08, views=0.01, demo=4.7)
 MEMORY_KIND = {'cuda': 'cuda: own tensors (weights, optimizer state, inputs) + '
                        'torch.cuda.max_memory_allocated growth during one step',
                'cpu': 'cpu: own tensors (weights, optimizer state, inputs) + peak growth of live '
@@ -201,6 +216,11 @@ def run(s: Settings, log: Callable[[str], None] = print,
         save(dict(out, partial=dict(done=part, load_average=dict(start=load,
                                                                  now=load_average()))))
 
+    parts = [p for p in PARTS if p not in s.skip]
+    stop.plan(parts)
+    log(f'parts: {", ".join(parts)}; the ETA follows each')
+    eta = Eta(parts, log)
+
     if device.type == 'cuda':
         out['cuda_tf32'] = dict(cudnn=torch.backends.cudnn.allow_tf32,
                                 matmul=torch.backends.cuda.matmul.allow_tf32)
@@ -216,6 +236,7 @@ def run(s: Settings, log: Callable[[str], None] = print,
             out['steps'] = bench_steps(s, device)
             out.update(step_ratios(out['steps']))
             saved('step')
+            eta.finished('step')
         if 'pipeline' not in s.skip:
             log('pipeline (mmengine Runner) ...')
             flops = ({m: out['steps'][m]['flops_per_image'] for m in PIPELINE_METHODS}
@@ -228,6 +249,7 @@ def run(s: Settings, log: Callable[[str], None] = print,
             out.update(compile_speedup(grid))
             if s.paper:
                 out.update(paper_keys(grid))
+            eta.finished('pipeline')
         if 'loop' not in s.skip:
             log('training loop against a plain PyTorch loop ...')
             loop = out['loop'] = bench_loop(s, device, data_root, tmp, log)
@@ -235,10 +257,12 @@ def run(s: Settings, log: Callable[[str], None] = print,
                        loop_fixed_ms_long_run=loop['null']['long']['fixed_ms'],
                        loop_time_ratio=loop['resnet']['fresh']['ratio'])
             saved('loop')
+            eta.finished('loop')
         if 'features' not in s.skip:
             log('feature extraction ...')
             out['features'] = bench_features(s, device, data_root)
             saved('features')
+            eta.finished('features')
     if 'knn' not in s.skip:
         log('kNN ...')
         knn = out['knn'] = bench_knn(s)
@@ -246,14 +270,38 @@ def run(s: Settings, log: Callable[[str], None] = print,
         out['knn_over_matmul'] = paired_ratio(knn['seconds']['faiss'], knn['seconds']['matmul'])
         out['faiss_same_predictions'] = knn['mismatches_not_ties'] == 0
         saved('knn')
+        eta.finished('knn')
     if 'views' not in s.skip:
         log('views ...')
         out['views'] = bench_views(s, device)
+        eta.finished('views')
     if 'demo' not in s.skip:
         log('demo runs by part ...')
         out['demo'] = bench_demo(s, log)
+        eta.finished('demo')
     out['load_average'] = dict(start=load, end=load_average())
     return out
+
+
+class Eta:
+    """After each part: its time, and the time left estimated from the parts' `SHARE`s; the
+    part marked finished for the stop line (benchmark/stop.py)."""
+
+    def __init__(self, parts: List[str], log: Callable[[str], None]) -> None:
+        self.left, self.log = list(parts), log
+        self.start = self.last = time.perf_counter()
+        self.done = 0.0
+
+    def finished(self, part: str) -> None:
+        stop.finished(part)
+        self.left.remove(part)
+        now = time.perf_counter()
+        self.done += SHARE[part]
+        rest = sum(SHARE[p] for p in self.left)
+        eta = f'; ETA {duration((now - self.start) * rest / self.done)}' if self.left else ''
+        self.log(f'{part}: done in {duration(now - self.last)} ({duration(now - self.start)} '
+                 f'so far{eta})')
+        self.last = now
 
 
 def load_average() -> Optional[List[float]]:

@@ -57,6 +57,8 @@ def variant_cfg(config: str, variant: str, epochs: int, work_dir: str):
     knn['interval'] = 1
     cfg.train_cfg.max_epochs = epochs
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
+    # a stop ends the harness (benchmark/stop.py), not this run as a pre-emption
+    cfg.custom_hooks = [h for h in cfg.custom_hooks if h['type'] != 'PreemptionHook']
     cfg.update(experiment_name=f'{Path(config).stem}-{variant}', log_level='WARNING')
     if variant != 'batched':
         pre = device_views(cfg)

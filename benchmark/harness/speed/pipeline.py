@@ -47,6 +47,10 @@ VIEWS_OPTIONS: Dict[str, dict] = {
 # The last one measures torch.compile on the fastest eager configuration (kept only if it wins).
 PAPER_GRID = ('pil-fp32', 'pil-bf16-cl', 'gpu-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile')
 WAIT_BOUND, EFFICIENCY_BOUND = 0.10, 0.90  # see `bound`
+# Hooks of the configs no harness Runner runs: the kNN monitor (epoch-end work) and
+# PreemptionHook, which would take a stop for a pre-emption of that Runner (save, exit 143)
+# where Ctrl-C or SIGTERM stops the whole tool (benchmark/stop.py).
+LEFT_OUT = ('KNNMonitorHook', 'PreemptionHook')
 
 
 def config_name(s: Settings) -> str:
@@ -186,7 +190,8 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     """The method's config as tools/train.py runs it, on the fake data, for one epoch.
 
     Per-iteration hooks stay on (timer, logger at a large interval, scheduler, RunInfoHook);
-    epoch-end work (checkpoint, kNN monitor) is outside the timed iterations and is left out.
+    epoch-end work (checkpoint, kNN monitor) is outside the timed iterations and is left out,
+    and so is the pre-emption hook: a stop ends the harness, not one Runner (`LEFT_OUT`).
     """
     cfg = model_cfg(method, s)
     loader = cfg.train_dataloader
@@ -198,7 +203,7 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
     cfg.train_cfg.max_epochs = 1
     cfg.default_hooks.logger.interval = 10 ** 6  # logging every iteration is not the default
     cfg.default_hooks.checkpoint = None
-    cfg.custom_hooks = [h for h in cfg.get('custom_hooks', []) if h['type'] != 'KNNMonitorHook']
+    cfg.custom_hooks = [h for h in cfg.get('custom_hooks', []) if h['type'] not in LEFT_OUT]
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]  # no wandb in a benchmark
     cfg.update(work_dir=work_dir, experiment_name=name, log_level='WARNING', launcher='none')
     if s.precision == 'bf16':  # as configs/*_fast.py

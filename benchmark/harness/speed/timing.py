@@ -83,26 +83,27 @@ NAMED_ONLY = ('demo',)  # parts that run only when asked for (minutes of real ru
 
 @dataclass
 class Settings:
-    """What to measure; the defaults finish in minutes on two CPU cores."""
+    """What to measure; the defaults finish in about 2 minutes on two AVX-512 CPU cores
+    (10 on the slowest CPUs known); bench.FULL's in about 5 there."""
 
     depth: int = 18
     input_size: int = 32
     batch: int = 32
     small_stem: bool = False
-    repeats: int = 20
-    warmup: int = 3
-    pipeline_rounds: int = 3
-    pipeline_iters: Optional[int] = 20  # timed iterations per epoch; None: the whole epoch
-    pipeline_warmup: int = 5
+    repeats: int = 6
+    warmup: int = 1  # the FLOP count before them runs a step too
+    pipeline_rounds: int = 2
+    pipeline_iters: Optional[int] = 6  # timed iterations per epoch; None: the whole epoch
+    pipeline_warmup: int = 2
     num_workers: Optional[int] = None  # None: the config's
     profile: bool = False  # pipeline: torch.profiler tables of one more iteration
     threads: Optional[int] = None  # torch and faiss threads; None: 1 on CPU, torch's on GPU
     images: Optional[int] = None  # training images of the fake folder; None: what the parts need
     data_dir: Optional[str] = None  # keep the fake folder here and reuse it; None: a temp dir
-    feature_images: int = 512
+    feature_images: int = 256
     feature_batch: int = 256  # extract_features' batch (tools/eval.py's --batch-size default)
-    knn_bank: int = 50000
-    knn_queries: int = 10000
+    knn_bank: int = 20000
+    knn_queries: int = 1000
     knn_dim: int = 512
     knn_k: int = 200
     knn_classes: int = 200
@@ -116,12 +117,13 @@ class Settings:
     configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
     paper: bool = False  # the paper's setting: the headline paper_setting_* keys
     views_native: int = 64  # side of the decoded images of the views part
-    loop_rounds: int = 5  # loop part: rounds of Runner and plain-loop blocks in turn
-    loop_iters: int = 8  # loop part: iterations per block with the ResNet
-    loop_null_iters: int = 100  # loop part: iterations per block with the near-zero model
+    loop_rounds: int = 3  # loop part: rounds of Runner and plain-loop blocks in turn
+    loop_iters: int = 4  # loop part: iterations per block with the ResNet
+    loop_null_iters: int = 30  # loop part: iterations per block with the near-zero model
     loop_history: int = 100000  # loop part: logged values per scalar in its second phase
-    loop_warmup: int = 5  # loop part: untimed iterations of each loop first
-    views_repeats: int = 5
+    loop_warmup: int = 2  # loop part: untimed iterations of each loop first
+    views_repeats: int = 3
     demo_epochs: int = 3  # demo part: epochs per run (the first is not counted)
     demo_rounds: int = 1  # demo part: rounds of the three views variants in turn
     skip: Sequence[str] = NAMED_ONLY  # of PARTS; the demo part runs only when named
+

@@ -64,7 +64,7 @@ def test_timed_returns_the_wall_time(monkeypatch):
 def test_settings_defaults():
     s = Settings()
     assert (s.depth, s.input_size, s.batch, s.knn_bank, s.knn_k, tuple(s.skip)) == (
-        18, 32, 32, 50000, 200, ('demo',))  # the demo part's real runs only when asked for
+        18, 32, 32, 20000, 200, ('demo',))  # the demo part's real runs only when asked for
 
 
 def test_cpu_peak_growth_counts_live_tensor_bytes():
@@ -82,8 +82,8 @@ def test_cpu_peak_growth_counts_live_tensor_bytes():
 def test_settings_defaults_of_the_new_parts():
     s = Settings()
     assert (s.pipeline_iters, s.images, s.data_dir, tuple(s.configs), s.paper) == (
-        20, None, None, (), False)
-    assert (s.views_native, s.views_repeats) == (64, 5)
+        6, None, None, (), False)
+    assert (s.views_native, s.views_repeats) == (64, 3)
 
 
 def test_the_speed_package_quiets_the_profiler_unless_told_otherwise(monkeypatch):
