@@ -11,6 +11,7 @@ import sys
 import time
 
 import benchmark.components  # noqa: F401  registers every type a config can name
+from benchmark import stop
 from benchmark.cli import (ArgumentParser, existing_file, non_negative_int, output_dir,
                            positive_int, run_tool)
 from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
     names = [protocol_name(p) for p in args.protocols]
     out = None
     parts = [p for p in names if p != 'linear_paper'], [p for p in names if p == 'linear_paper']
+    stop.plan([*(', '.join(part) for part in parts if part), 'record'])  # Ctrl-C's line
     for part in parts:
         if not part:
             continue
@@ -85,6 +87,7 @@ def main(argv=None) -> int:
                                    work_dir_of=args.config, work_dir=args.work_dir,
                                    device=args.device)
         print(f'{label}: done in {duration(time.monotonic() - start)}', flush=True)
+        stop.finished(label)
         if out is None:
             out = done
         else:
@@ -96,6 +99,7 @@ def main(argv=None) -> int:
                              extra=dict(checkpoint_layout=out['layout'],
                                         memory_kind=out['meta'].get('memory_kind'),
                                         key_bn=out['meta'].get('key_bn')))
+    stop.finished('record')
     for name, entry in out['protocols'].items():
         print(f'{name}: ' + ', '.join(f'{k}={v:.2f}' if isinstance(v, float) else f'{k}={v}'
                                       for k, v in entry['metrics'].items()))

@@ -18,6 +18,7 @@ import time
 from benchmark.harness.faults import campaign as fc
 from benchmark.harness.faults import stops
 from benchmark.data.fakes import make_fake_tiny_imagenet
+from benchmark import stop
 from benchmark.cli import ArgumentParser, non_negative_int, output_dir, run_tool
 
 
@@ -59,10 +60,12 @@ def main(argv=None) -> int:
         'bad-data': ('bad image files', lambda: fc.section_bad_data(card, tmp)),
         'records': ('concurrent result writers', lambda: fc.section_records(card, tmp)),
     }
+    stop.plan(args.only or SECTIONS)  # Ctrl-C's line names the sections run and not run
     for key in args.only or SECTIONS:
         title, run = sections[key]
         print(f'{title}:', flush=True)
         run()
+        stop.finished(key)
     print(f'\nfault campaign scorecard (seed {args.seed}, {time.monotonic() - start:.0f} s, '
           f'runs in {tmp}):')
     for line in card.lines():

@@ -16,7 +16,8 @@ at a time), record (`record`).
 Each run's output goes to ``<work dir>/suite_train.log`` (every attempt appended), each
 evaluation's to ``<work dir>/suite_eval_<name>.log``. SIGTERM or SIGINT to the suite reaches
 every running child (a training saves a checkpoint and exits 143); the suite starts nothing
-more and exits 143.
+more and exits 128 + the signal (130 for SIGINT, 143 for SIGTERM). A second one ends the suite
+at once; its children get SIGTERM again (a training saves and exits).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
+from benchmark import stop
 from benchmark.engine.checkpoints import checkpoint_candidates
 from benchmark.exit_codes import DIVERGED_EXIT_CODE, PREEMPTED_EXIT_CODE
 from benchmark.layout import REPO_ROOT, SUITE_EVAL_LOG, SUITE_TRAIN_LOG, epoch_checkpoint
@@ -172,6 +174,8 @@ class SuiteRunner:
                 signal.signal(sig, handler)
 
     def _forward(self, signum: int, frame) -> None:
+        if self.interrupted is not None:  # the second: at once; each child's group gets
+            stop.hard_exit(self.interrupted)  # SIGTERM, and a training saves and exits 143
         self.interrupted = signum
         for child in self.children.values():
             child.terminate()  # a training saves a checkpoint and exits 143

@@ -16,6 +16,7 @@ from mmengine.registry import DATASETS
 
 from benchmark.suites.plan import RunPlan, plan_lines, plan_suite
 from benchmark.suites.report import read_suite_records, render_suite
+from benchmark import stop
 from benchmark.exit_codes import PREEMPTED_EXIT_CODE
 from benchmark.suites.outcome import summary_line
 from benchmark.suites.publish import check_page, publish
@@ -71,7 +72,8 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
               publish_to: Optional[str] = None, wait: bool = False, parallel: int = 1,
               procs: Optional[int] = None, until_decided: Optional[Tuple[int, int]] = None
               ) -> int:
-    """Run a suite; the exit status (0 all ok, 1 some step failed, 143 interrupted).
+    """Run a suite; the exit status (0 all ok, 1 some step failed, 130 or 143 stopped by
+    SIGINT or SIGTERM, 143 a run pre-empted).
     `publish_to`: a Markdown page whose block of this suite receives its summary. `wait`: with
     the SLURM launcher, wait for the submitted array to end before rendering.
     `parallel`: local runs at once; `procs`: processes per run instead of the suite's.
@@ -131,7 +133,7 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
         out('jobs submitted: rerun the same command when they have finished; it submits '
             'nothing that is queued or done and renders the leaderboard again')
     if interrupted:
-        return PREEMPTED_EXIT_CODE
+        return stop.exit_code(runner.interrupted)  # 130 Ctrl-C, 143 SIGTERM
     failed = any(not o.ok or o.failed_evals for o in outcomes)
     return 1 if failed else 0
 
@@ -146,6 +148,7 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
     path = seq.state_path(suite.results_dir)
     outcomes: list = []
     failed: List[str] = []
+    stopped: List[int] = []  # the signal that stopped the suite here
 
     def records() -> List[dict]:
         return read_suite_records(suite.record_dirs)
@@ -163,6 +166,8 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
         check_data_roots(now, plans)
         done = runner.run(plans)
         outcomes.extend(done)
+        if runner.interrupted is not None:
+            stopped.append(runner.interrupted)
         if runner.interrupted is not None or any(o.state == 'interrupted' for o in done):
             return False  # stopped (here, or a run pre-empted): its runs resume next time
         failed.extend(o.run.name for o in done if not o.ok or o.failed_evals)
@@ -205,7 +210,7 @@ def _until_decided(suite: Suite, limits: Tuple[int, int], how: Dict[str, Any], d
     if interrupted:
         out(f"interrupted: {len(state.get('looks', []))} look(s) taken; run the same command "
             'to continue the design (the round\'s runs resume)')
-        return PREEMPTED_EXIT_CODE
+        return stop.exit_code(stopped[-1]) if stopped else PREEMPTED_EXIT_CODE
     if publish_to:
         written = publish(publish_to, block_name(suite, True),
                           Path(suite.results_dir) / SUITE_SUMMARY)

@@ -62,17 +62,19 @@ def stop_signal_mask(request):
     assert (signal.SIGTERM in signal.pthread_sigmask(signal.SIG_SETMASK, before)) is block
 
 
+@pytest.mark.parametrize('sig, code', [('TERM', 143), ('INT', 130)])
 def test_sigterm_reaches_the_training_and_stops_the_suite(tmp_path, monkeypatch,
-                                                         stop_signal_mask):
-    """The child traps TERM as tools/dist_train.sh does (save, exit 143); the suite stops."""
+                                                         stop_signal_mask, sig, code):
+    """The child traps TERM as tools/dist_train.sh does (save, exit 143); the suite, stopped
+    by SIGTERM or Ctrl-C, passes it on and exits 128 + its signal."""
     monkeypatch.setenv('WANDB_MODE', 'disabled')
     path = tmp_path / 'stop.py'
     path.write_text("configs = ['configs/mocov2_r18_digits.py']\nseeds = [0, 1]\n")
-    script = (f"trap 'echo saved; exit 143' TERM; kill -TERM {os.getpid()}; "
+    script = (f"trap 'echo saved; exit 143' TERM; kill -{sig} {os.getpid()}; "
               "for i in $(seq 100); do sleep 0.1; done; exit 0")
     monkeypatch.setattr(SuiteRunner, 'train_command', lambda self, plan: ['bash', '-c', script])
-    code, out = _run(path, tmp_path)
-    assert code == 143
+    code_, out = _run(path, tmp_path)
+    assert code_ == code
     assert out[2].startswith('[1/2] mocov2_r18_digits-s0: started -> interrupted (exit 143)')
     assert not any('mocov2_r18_digits-s1' in line for line in out[3:-2])  # not started
     assert 'not reached' in out[-2] and 'rerun the same command' in out[-2]

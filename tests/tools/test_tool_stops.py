@@ -1,0 +1,54 @@
+"""Every tool stops on Ctrl-C or SIGTERM: a real signal to this process while the tool's main
+work runs (the work replaced by one that signals itself mid-way) ends it with 130 or 143 and
+one stop line, writing nothing. The real process (Ctrl-C to the speed harness with its loader
+workers): tests/e2e/test_speed_tool_runs.py."""
+import os
+import signal
+import time
+
+import pytest
+
+import benchmark.harness.faults.kill_resume as kill_resume_work
+from tools import (benchmark_speed, calibrate_stats, eval as eval_tool, export, fault_campaign,
+                   kill_resume, leaderboard, prepare_data, run_suite)
+
+DIGITS = 'configs/mixco_r18_digits.py'
+
+
+def _interrupted(sig):
+    def work(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        time.sleep(10)
+        raise AssertionError('the signal did not stop the tool')
+    return work
+
+
+# tool, the attribute its main work is, arguments (tmp_path formats into them)
+TOOLS = [
+    (benchmark_speed, (benchmark_speed, 'run'), ['--only', 'knn', '--out', '{tmp}/s.json']),
+    (leaderboard, (leaderboard, 'render_leaderboard'), ['--results-dir', '{tmp}']),
+    (calibrate_stats, (calibrate_stats, 'calibration_table'), ['--reps', '10']),
+    (prepare_data, (prepare_data, 'verify'), ['check', 'folder', '--root', '{tmp}']),
+    (export, (export, 'export_backbone'), ['random', '--format', 'torchvision', '--config',
+                                           DIGITS, '--out', '{tmp}/w.pth']),
+    (eval_tool, (eval_tool, 'evaluate_checkpoint'), [DIGITS, 'random', '--results-dir', '{tmp}']),
+    (run_suite, (run_suite, 'run_suite'), ['demo_digits', '--results-root', '{tmp}']),
+    (fault_campaign, (fault_campaign, 'make_fake_tiny_imagenet'), ['--out', '{tmp}', '--only',
+                                                                    'records']),
+    (kill_resume, (kill_resume_work, 'kill_and_resume'),
+     [DIGITS, '--kill-at', '2', '--data-root', '{tmp}', '--work-dir', '{tmp}/work',
+      '--out', '{tmp}/r.json']),
+]
+
+
+@pytest.mark.parametrize('tool, target, args', TOOLS, ids=[t[0].__name__ for t in TOOLS])
+def test_every_tool_stops_with_128_plus_the_signal_and_writes_nothing(tool, target, args,
+                                                                     tmp_path, run_main,
+                                                                     monkeypatch):
+    sig = signal.SIGTERM if TOOLS.index((tool, target, args)) % 2 else signal.SIGINT
+    monkeypatch.setattr(*target, _interrupted(sig))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out, err, _ = run_main(tool, *(a.format(tmp=tmp_path) for a in args))
+    assert code == 128 + sig, err[-2000:]
+    assert err.splitlines()[-1].startswith(f'{sig.name}: stopped; finished '), err[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no file, whole or partial
