@@ -9,8 +9,7 @@ Learning", AAAI 2022 (arXiv 2003.05438); the authors' MoCo code is github.com/sz
 Loss = InfoNCE(q, k) + lam * InfoNCE(q_mix, k) + (1 - lam) * InfoNCE(q_mix, k.flip(0)), all
 over the same queue snapshot and temperature.
 """
-import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import torch
 from mmengine.registry import MODELS
@@ -20,7 +19,6 @@ from .mixco import sample_lambda
 from .moco import MoCo, info_nce
 
 SCHEDULES = ('alternate', 'random')
-Box = Tuple[int, int, int, int]
 
 
 def unmix_global(x: Tensor, lam: Tensor) -> Tensor:
@@ -37,34 +35,39 @@ def unmix_global(x: Tensor, lam: Tensor) -> Tensor:
     return lam * x + (1 - lam) * x.flip(0)
 
 
-def cutmix_box(height: int, width: int, lam: float, cy: int, cx: int) -> Box:
+def cutmix_box(height: int, width: int, lam: Tensor, cy: Tensor, cx: Tensor) -> Tensor:
     """The CutMix box of the authors' `rand_bbox`: side sqrt(1 - lam) of the image, centred at
-    (cy, cx), clipped to the image.
+    (cy, cx), clipped to the image; computed on lam's device (float64, as the authors' Python
+    floats), so that nothing is read back to the host.
 
     Returns:
-        (y1, y2, x1, x2): rows y1:y2 and columns x1:x2.
+        (y1, y2, x1, x2) as a tensor of 4 integers: rows y1:y2 and columns x1:x2.
     """
-    ratio = math.sqrt(1.0 - lam)
-    cut_h, cut_w = int(height * ratio), int(width * ratio)
-    y1, y2 = min(max(cy - cut_h // 2, 0), height), min(max(cy + cut_h // 2, 0), height)
-    x1, x2 = min(max(cx - cut_w // 2, 0), width), min(max(cx + cut_w // 2, 0), width)
-    return y1, y2, x1, x2
+    ratio = torch.sqrt(1.0 - lam.double())
+    half_h = (height * ratio).long() // 2  # int(H * ratio) // 2
+    half_w = (width * ratio).long() // 2
+    return torch.stack([(cy - half_h).clamp(0, height), (cy + half_h).clamp(0, height),
+                        (cx - half_w).clamp(0, width), (cx + half_w).clamp(0, width)])
 
 
-def unmix_region(x: Tensor, box: Box) -> Tuple[Tensor, float]:
+def unmix_region(x: Tensor, box) -> Tuple[Tensor, Tensor]:
     """Region-level mixture: paste the box of the reversed batch into each image.
 
     Args:
         x: Batch (B, C, H, W).
-        box: (y1, y2, x1, x2) as from `cutmix_box`.
+        box: (y1, y2, x1, x2) as from `cutmix_box` (a tensor or 4 integers).
 
     Returns:
-        (x_mix (B, C, H, W), lam = 1 - box area / (H * W): the share of each image's own pixels).
+        (x_mix (B, C, H, W), lam = 1 - box area / (H * W), the share of each image's own pixels,
+        a scalar tensor of x's dtype).
     """
-    y1, y2, x1, x2 = box
-    mixed = x.clone()
-    mixed[:, :, y1:y2, x1:x2] = x.flip(0)[:, :, y1:y2, x1:x2]
-    return mixed, 1.0 - (y2 - y1) * (x2 - x1) / (x.shape[-2] * x.shape[-1])
+    y1, y2, x1, x2 = torch.as_tensor(box, device=x.device)
+    rows = torch.arange(x.shape[-2], device=x.device)
+    cols = torch.arange(x.shape[-1], device=x.device)
+    inside = ((rows >= y1) & (rows < y2))[:, None] & ((cols >= x1) & (cols < x2))[None]  # (H, W)
+    area = ((y2 - y1) * (x2 - x1)).double()
+    share = 1.0 - area / (x.shape[-2] * x.shape[-1])
+    return torch.where(inside, x.flip(0), x), share.to(x.dtype)
 
 
 def unmix_loss(q_mix: Tensor, k: Tensor, queue: Tensor, lam: Tensor,
@@ -117,47 +120,37 @@ class UnMixMoCo(MoCo):
         self.mix_alpha = mix_alpha
         self.mix_schedule = mix_schedule
         self.mix_global_prob = mix_global_prob
-        # Steps taken, in the state dict so a resumed run continues the alternation; the host
-        # keeps its own count, read from the buffer once after building or loading a state.
+        # Steps taken, in the state dict so a resumed run continues the alternation; a device
+        # buffer that the step reads and counts on the device.
         self.register_buffer('mix_step', torch.zeros((), dtype=torch.long))
-        self._host_step: Optional[int] = None
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        # A loaded state brings its own step counter (torch's loader and mmengine's call this).
-        self._host_step = None
-        super()._load_from_state_dict(*args, **kwargs)
-
-    def use_global(self, device: torch.device) -> bool:
-        """Whether this step mixes globally (True) or by region (False)."""
+    def use_global(self, device: torch.device) -> Tensor:
+        """Whether this step mixes globally (True) or by region (False): a boolean scalar on
+        `device`, so that the step never waits for the host to decide."""
         # NOTE: the authors' code flips a coin each step (mix_schedule='random'); the default
         # alternates deterministically, the same 1:1 share without the variance.
         if self.mix_schedule == 'alternate':
-            if self._host_step is None:  # read once after building or loading, then counted
-                self._host_step = int(self.mix_step)
-            return self._host_step % 2 == 0
-        return bool(torch.rand(()) < self.mix_global_prob)  # CPU generator: nothing to read back
+            return self.mix_step % 2 == 0
+        return torch.rand((), device=device) < self.mix_global_prob
 
-    def sample_mix(self, x: Tensor, use_global: bool) -> Tuple[Tensor, Optional[Box]]:
-        """Draw lam (scalar tensor on x's device) and, for a region-level step, the box."""
-        # NOTE: the authors draw lam and the box centre with numpy's RNG; here torch's global
-        # CPU generator, so checkpointed RNG states make resume bit-identical, and the box is
-        # computed on the host without reading anything back from the device.
-        lam = sample_lambda(1, torch.device('cpu'), 'beta', self.mix_alpha, 'batch')[0]  # ()
-        if use_global:
-            return lam.to(x.device, non_blocking=True), None
-        centre = [int(torch.randint(x.shape[-2], ())), int(torch.randint(x.shape[-1], ()))]
-        return (lam.to(x.device, non_blocking=True),
-                cutmix_box(x.shape[-2], x.shape[-1], float(lam), *centre))
+    def sample_mix(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """Draw lam (a scalar) and a region-level box (4 integers) on x's device."""
+        # NOTE: the authors draw lam and the box centre with numpy's RNG; here the generator of
+        # x's device (which checkpoints carry, so resume is bit-identical). Every step draws
+        # both, whichever mixture it uses, so that each step draws the same numbers.
+        lam = sample_lambda(1, x.device, 'beta', self.mix_alpha, 'batch')[0]  # ()
+        cy = torch.randint(x.shape[-2], (), device=x.device)
+        cx = torch.randint(x.shape[-1], (), device=x.device)
+        return lam, cutmix_box(x.shape[-2], x.shape[-1], lam, cy, cx)
 
     def contrast(self, x_q: Tensor, x_k: Tensor, queue: Tensor) -> Tuple[Dict[str, Tensor], Tensor]:
         """Instance loss on (q, k), the two mixture terms on (q_mix, k, k.flip(0))."""
         use_global = self.use_global(x_q.device)
-        lam, box = self.sample_mix(x_q, use_global)
-        if box is None:
-            x_mix = unmix_global(x_q, lam)
-        else:
-            x_mix, share = unmix_region(x_q, box)
-            lam = torch.tensor(share, dtype=x_q.dtype).to(x_q.device, non_blocking=True)
+        lam, box = self.sample_mix(x_q)
+        x_region, share = unmix_region(x_q, box)
+        # Both mixtures are formed and one is kept (on the device: no branch on a device value).
+        x_mix = torch.where(use_global, unmix_global(x_q, lam), x_region)
+        lam = torch.where(use_global, lam.to(share.dtype), share)
         # The authors embed x_q and x_mix in separate forward passes (BN over B each).
         q, q_mix = self.embed_query(x_q), self.embed_query(x_mix)  # (B, D), (B, D)
         k = self.embed_keys(x_k)  # (B, D)
@@ -165,8 +158,5 @@ class UnMixMoCo(MoCo):
         loss_mix, loss_mix_flip = unmix_loss(q_mix, k, queue, lam, self.temperature)
         with torch.no_grad():
             self.mix_step += 1
-        if self._host_step is not None:
-            self._host_step += 1
-        flag = torch.tensor(float(use_global)).to(lam.device, non_blocking=True)
         return dict(loss_inst=loss_inst, loss_mix=loss_mix, loss_mix_flip=loss_mix_flip,
-                    acc_inst=acc, lam_mean=lam.detach().float(), mix_global=flag), k
+                    acc_inst=acc, lam_mean=lam.detach().float(), mix_global=use_global.float()), k
