@@ -1,5 +1,5 @@
-"""RunInfoHook: world size, total batch, time per epoch, peak memory and the key encoder's
-BatchNorm regime, kept in checkpoint meta."""
+"""RunInfoHook: world size, total batch, time per epoch, images trained on, peak memory and the
+key encoder's BatchNorm regime, kept in checkpoint meta."""
 import resource
 import time
 from typing import List, Optional
@@ -22,7 +22,9 @@ def peak_memory_gb() -> tuple:
 class RunInfoHook(Hook):
     """Store what a results record needs in every checkpoint's meta.
 
-    world size, total batch, mean wall time per training epoch, peak memory and where the
+    world size, total batch, mean wall time per training epoch, the images this process has
+    trained on (``images_trained``: the samples of every training iteration, across resumes; None
+    where a run resumed from a checkpoint that did not count them), peak memory and where the
     training views were drawn (``views``: 'device' or 'loader'): mmengine keeps
     none of them, and an evaluation of the checkpoint later must still report them. For a
     model with a momentum key encoder (MoCo and its family) also ``key_bn``: how its BatchNorm
@@ -33,10 +35,24 @@ class RunInfoHook(Hook):
 
     def __init__(self) -> None:
         self.epoch_seconds: List[float] = []
+        self.images_trained: Optional[int] = 0
         self._start: Optional[float] = None
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        self.epoch_seconds = list(checkpoint.get('meta', {}).get('epoch_seconds', []))
+        meta = checkpoint.get('meta', {})
+        self.epoch_seconds = list(meta.get('epoch_seconds', []))
+        # A checkpoint written before the count, after training: what it trained on is unknown.
+        trained = meta.get('images_trained')
+        if trained is None:
+            trained = None if meta.get('iter') else 0
+        self.images_trained = trained
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        if self.images_trained is not None:
+            samples = (data_batch or {}).get('data_samples') if isinstance(data_batch, dict) \
+                else None
+            self.images_trained += (len(samples) if samples is not None
+                                    else runner.train_dataloader.batch_size)
 
     def before_train_epoch(self, runner) -> None:
         self._start = time.perf_counter()
@@ -53,6 +69,7 @@ class RunInfoHook(Hook):
                     total_batch=runner.world_size * runner.train_dataloader.batch_size,
                     epoch_seconds=list(times),
                     time_s_per_epoch=sum(times) / len(times) if times else None,
+                    images_trained=self.images_trained,
                     peak_memory_gb=memory, memory_kind=kind)
         model = dist.unwrap(getattr(runner, 'model', None))
         # Where the training views were drawn: on the model's device or by PIL in the workers.

@@ -26,7 +26,7 @@ from benchmark.evaluation.linear_paper import (
     run_linear_paper,
 )
 from benchmark.evaluation.protocols import run_protocols
-from benchmark.evaluation.step_cost import kept_rng, training_step_cost
+from benchmark.evaluation.step_cost import kept_rng, run_compute, training_step_cost
 from benchmark.evaluation.supervised import evaluate_classifier
 from benchmark.names import (
     DATA_NAMES,
@@ -120,8 +120,12 @@ def record_evaluation(protocols: Dict[str, dict], run: dict, eval_data: str,
 
 def _run_info(runner) -> RunInfoHook:
     """The run's RunInfoHook; a config without one (custom_hooks=[]) still gets its world size,
-    batch and memory recorded, without time per epoch."""
-    return next((h for h in runner.hooks if isinstance(h, RunInfoHook)), RunInfoHook())
+    batch and memory recorded, without time per epoch or images trained on."""
+    found = next((h for h in runner.hooks if isinstance(h, RunInfoHook)), None)
+    if found is None:
+        found = RunInfoHook()
+        found.images_trained = None  # nothing counted them
+    return found
 
 
 def count_training_step(runner, model: nn.Module) -> Optional[dict]:
@@ -184,6 +188,8 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     if run['method'] == 'supervised' and isinstance(getattr(model, 'classifier', None), nn.Module):
         own_head = evaluate_classifier(model.backbone, model.classifier, data)
     compute = count_training_step(runner, model)  # every process: a step's collectives
+    if compute:
+        compute.update(run_compute(compute, info))
     if results is None:
         return None
     if own_head is not None:

@@ -108,3 +108,18 @@ def training_step_cost(model: torch.nn.Module, batch,
     return dict(batch=int(size), images_with_grad=grad, images_without_grad=keys,
                 encoder_passes=grad + keys, pass_units=pass_units((grad, keys)),
                 flops_per_image=flops / size)
+
+
+def run_compute(step: dict, info: dict) -> dict:
+    """The run's total training compute from its counted step (`training_step_cost`) and its
+    RunInfoHook facts (`info`): the images trained on across processes (this process's count
+    times the world size: every process draws as many batches), their FLOPs (the step's per
+    image, times those images) and the device-seconds of its training epochs (their summed
+    wall time times the processes). A count the run lacks (a resume from a checkpoint that did
+    not count its images, no epoch timed) is None."""
+    world, local = info.get('world_size') or 1, info.get('images_trained')
+    images = None if local is None else int(local) * int(world)
+    seconds = info.get('epoch_seconds') or []
+    return dict(train_images=images,
+                train_flops=None if images is None else step['flops_per_image'] * images,
+                device_seconds=sum(seconds) * world if seconds else None, processes=world)

@@ -241,7 +241,8 @@ def paper_rows(entries: Iterable[Dict[str, str]]) -> List[Row]:
             metrics={}, by_seed={}, tables=[], legacy=False, setting=None, overrides={}, config='',
             key_bn=None, world_size=None, protocol_settings='', superseded=[], runs=[],
             time_s_per_epoch=None, peak_memory_gb=None, encoder_passes=None,
-            gflop_per_image=None, hardware='', total_batch='', seeds=[], note=''))
+            gflop_per_image=None, train_flops=None, device_seconds=None, hardware='',
+            total_batch='', seeds=[], note=''))
         row['tables'].append(entry['table'].strip())
         for metric in ACCURACY:
             text = (entry.get(metric) or '').strip()

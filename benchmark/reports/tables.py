@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from benchmark.names import ACCURACY, CLUSTER, METRICS, METRIC_FORMATS, PROTOCOLS, protocol_family
 from benchmark.reports import stats
 from benchmark.reports.comparisons import main_metric
+from benchmark.reports.compute import compute_text
 from benchmark.reports.figures import figure_lines
 from benchmark.reports.leaderboard import (GROUP, LEGACY_MARK, LEGACY_NOTE, SUITE, Row,
                                            common_overrides, override_text,
@@ -238,7 +239,8 @@ def _columns(rows: List[Row], fam: str) -> List[Tuple[str, Any]]:
         cols.append(('planning', lambda r: plan_cell(r['compare'])))
     if any(r['paper_gap'] for r in rows):
         cols.append((f'ours − paper ({main})', lambda r: paper_cell(r['paper_gap'])))
-    cols += [('time s/epoch', lambda r: _number(r['time_s_per_epoch'], '.1f')),
+    cols += [('training compute', compute_text),
+             ('time s/epoch', lambda r: _number(r['time_s_per_epoch'], '.1f')),
              ('peak memory GB', lambda r: _number(r['peak_memory_gb'], '.2f')),
              ('total batch', lambda r: r['total_batch']), ('note', lambda r: r['note'])]
     return cols
@@ -320,7 +322,8 @@ CSV_COLUMNS = (list(GROUP) + ['eval_data', 'protocol', 'protocol_label', 'protoc
                   'seeds_for_verdict', 'min_effect', 'seeds_for_min_effect',
                   'equivalence_margin', 'equivalence_low', 'equivalence_high', 'left_out',
                   'paper_delta', 'paper_value', 'time_s_per_epoch', 'peak_memory_gb',
-                  'encoder_passes', 'gflop_per_image', 'hardware', 'total_batch', 'seeds',
+                  'encoder_passes', 'gflop_per_image', 'train_flops', 'device_seconds',
+                  'hardware', 'total_batch', 'seeds',
                   'note'])
 
 
@@ -329,7 +332,8 @@ def _csv_record(row: Row) -> Dict[str, Any]:
     out = {k: row[k] for k in GROUP + ('eval_data', 'protocol', 'method', 'source', 'status',
                                        'time_s_per_epoch', 'peak_memory_gb', 'total_batch',
                                        'note')}
-    out.update({k: row.get(k) for k in ('encoder_passes', 'gflop_per_image', 'hardware')})
+    out.update({k: row.get(k) for k in ('encoder_passes', 'gflop_per_image', 'train_flops',
+                                        'device_seconds', 'hardware')})
     stat = row['metrics'].get(main) or {}
     enough = _enough(row, stat.get('n'))
     ci = (stat.get('ci') if enough else None) or (None, None)

@@ -7,6 +7,9 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+import torch
+
 from benchmark.names import DEFAULT_PROTOCOLS
 from tests.e2e.conftest import EPOCHS, STEPS
 
@@ -37,6 +40,12 @@ def test_dist_train_two_cpu_processes(reference_2p):
     compute = record['extra']['compute']
     assert (compute['encoder_passes'], compute['batch']) == (2.5, 4)
     assert compute['flops_per_image'] > 0
+    # the run's total: every iteration's batch in both processes, times the step's FLOPs
+    assert (compute['train_images'], compute['processes']) == (EPOCHS * STEPS[2] * 8, 2)
+    assert compute['train_flops'] == compute['flops_per_image'] * compute['train_images']
+    meta = torch.load(work_dir / f'epoch_{EPOCHS}.pth', map_location='cpu',
+                      weights_only=False)['meta']
+    assert compute['device_seconds'] == pytest.approx(2 * sum(meta['epoch_seconds']))
     assert (records[0].with_suffix('') / 'tsne.png').is_file()
     if importlib.util.find_spec('wandb') is None:  # a GPU image: local logs, one warning
         assert proc.stderr.count('wandb is not installed') == 1

@@ -73,3 +73,24 @@ def test_checkpoint_round_trip_keeps_the_epoch_times():
     old = RunInfoHook()
     old.after_load_checkpoint(None, {})  # a checkpoint from before the hook
     assert old.epoch_seconds == []
+
+
+def test_images_trained_count_every_iterations_samples_across_a_resume():
+    hook, runner = RunInfoHook(), _runner(world_size=2, batch_size=8)
+    for size in (8, 8, 5):  # the last batch of an epoch without drop_last
+        hook.after_train_iter(runner, 0, dict(inputs=None, data_samples=list(range(size))))
+    hook.after_train_iter(runner, 0, None)  # no batch handed over: the loader's batch size
+    checkpoint = {'meta': {'iter': 4}}
+    hook.before_save_checkpoint(runner, checkpoint)
+    assert checkpoint['meta']['images_trained'] == 29
+    resumed = RunInfoHook()
+    resumed.after_load_checkpoint(runner, checkpoint)
+    resumed.after_train_iter(runner, 0, dict(data_samples=[0] * 8))
+    assert resumed.info(runner)['images_trained'] == 37
+    old = RunInfoHook()
+    old.after_load_checkpoint(runner, {'meta': {'iter': 12, 'epoch': 3}})  # trained, uncounted
+    old.after_train_iter(runner, 0, dict(data_samples=[0] * 8))
+    assert old.info(runner)['images_trained'] is None
+    fresh = RunInfoHook()
+    fresh.after_load_checkpoint(runner, {'meta': {'iter': 0}})  # nothing trained before
+    assert fresh.images_trained == 0

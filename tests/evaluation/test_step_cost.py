@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from benchmark.evaluation.step_cost import (count_flops, encoder_images, kept_rng, pass_units,
-                                            training_step_cost)
+                                            run_compute, training_step_cost)
 from benchmark.harness.speed import floor
 
 
@@ -87,7 +87,7 @@ def digits_costs():
         torch.manual_seed(7)
         random.seed(7)
         np.random.seed(7)
-        out[method] = dict(cost=cost, model=model, before=before, drawn=drawn,
+        out[method] = dict(cost=cost, model=model, batch=batch, before=before, drawn=drawn,
                            fresh=(torch.rand(1).item(), random.random(), np.random.rand()))
     return out
 
@@ -110,6 +110,42 @@ def test_step_flops_follow_the_encoder_passes(digits_costs):
     for method, units in (('mocov2', 4.0), ('mixco', 5.5)):
         flops = digits_costs[method]['cost']['flops_per_image']
         assert units * forward * 0.98 < flops < units * forward * 1.04, method
+
+
+def plain_step_flops(model, views: torch.Tensor, mixed: bool) -> int:
+    """FLOPs of a plain step written out by hand over a copy of the model's encoders, counted by
+    torch's FlopCounterMode: the query encoder (backbone, head) forward with gradient over the
+    B views (and B/2 mixes of them for MixCo), the key encoder forward over B views without,
+    the logits against the queue (and the mixes' against the keys), a cross-entropy and its
+    backward."""
+    import copy as copy_module
+
+    import torch.nn.functional as F
+    twin = copy_module.deepcopy(model).train()
+    b = views.shape[0]
+    queries = torch.cat([views, views[: b // 2]]) if mixed else views
+
+    def step():
+        q = F.normalize(twin.projection_head(twin.backbone(queries)), dim=1)
+        with torch.no_grad():
+            k = F.normalize(twin.projection_head_momentum(twin.backbone_momentum(views)), dim=1)
+        loss = F.cross_entropy(q @ twin.queue.t(), torch.zeros(len(q), dtype=torch.long))
+        if mixed:  # the mixes also score the keys
+            loss = loss + F.cross_entropy(q[b:] @ k.t(), torch.zeros(b // 2, dtype=torch.long))
+        loss.backward()
+    return count_flops(step)
+
+
+def test_step_flops_equal_an_independent_count_within_one_percent(digits_costs):
+    """The counted step (the model's own loss over its preprocessed views) against a plain
+    forward and backward of the same encoders on a batch of the same shape, both counted by
+    torch's flop counter: within 1 % (MixCo: its mixes and keys make the harder case)."""
+    seen = digits_costs['mixco']
+    with kept_rng(torch.device('cpu')):
+        views = seen['model'].data_preprocessor(seen['batch'], True)['inputs'][0]
+    plain = plain_step_flops(seen['model'], torch.randn_like(views.float()), mixed=True)
+    counted = seen['cost']['flops_per_image'] * seen['cost']['batch']
+    assert abs(counted - plain) < 0.01 * plain, (counted, plain)
 
 
 def test_the_count_leaves_the_model_and_the_generators_as_they_were(digits_costs):
@@ -148,20 +184,30 @@ def test_kept_rng_restores_every_generator():
 def test_evaluate_run_records_the_count_or_says_why_not(tmp_path, caplog):
     from mmengine.config import Config
 
-    from benchmark.evaluation.evaluate import count_training_step, evaluate_run
+    from benchmark.engine.run_info import RunInfoHook
+    from benchmark.evaluation.evaluate import _run_info, count_training_step, evaluate_run
     model, batch = digits_step('mixco')
     cfg = Config(dict(model=dict(type='MixCoMoCo', backbone=dict(depth=18)),
                       train_dataloader=dict(batch_size=8, dataset=dict(
                           type='Digits', data_root='', split='train', input_size=16)),
                       train_cfg=dict(max_epochs=1), work_dir=str(tmp_path / 'work')))
     loader = type('Loader', (list,), dict(batch_size=8, dataset=SimpleNamespace()))([batch])
-    runner = SimpleNamespace(model=model, hooks=[], train_dataloader=loader, world_size=1,
+    info = RunInfoHook()
+    info.epoch_seconds, info.images_trained = [3.0, 4.5], 1440  # this process's
+    runner = SimpleNamespace(model=model, hooks=[info], train_dataloader=loader, world_size=2,
                              epoch=1, visualizer=None, logger=logging.getLogger('step_cost'))
     path = evaluate_run(runner, cfg, str(tmp_path / 'results'), protocols=('knn',),
                         config_text='test')
     compute = json.loads(path.read_text())['extra']['compute']
-    assert compute == pytest.approx(training_step_cost(model, batch))
+    step = training_step_cost(model, batch)
+    assert {k: compute[k] for k in step} == pytest.approx(step)
     assert compute['encoder_passes'] == 2.5
+    # the run's total: its two processes' images times the step's FLOPs per image
+    assert (compute['train_images'], compute['processes'], compute['device_seconds']) == \
+        (2880, 2, 15.0)
+    assert compute['train_flops'] == pytest.approx(step['flops_per_image'] * 2880)
+    runner.hooks = []  # no RunInfoHook: the step is counted, the run's total is not
+    assert run_compute(step, _run_info(runner).info(runner))['train_flops'] is None
 
     runner.train_dataloader = SimpleNamespace(batch_size=8)  # not a loader: no count
     with caplog.at_level(logging.WARNING, logger='step_cost'):
