@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from lightly.loss import NTXentLoss
 from lightly.models.modules import SimCLRProjectionHead
+from lightly.utils import dist as lightly_dist
 from mmengine.registry import MODELS
 from torch import Tensor
 
@@ -27,6 +28,34 @@ def positive_accuracy(z_a: Tensor, z_b: Tensor) -> Tensor:
         sim = z_a @ torch.cat([z_a, z_b]).t()  # (N, 2N)
         sim[:, :n].fill_diagonal_(float('-inf'))
         return (sim.argmax(1) == torch.arange(n, n * 2, device=z_a.device)).float().mean()
+
+
+class NTXent(NTXentLoss):
+    """lightly's NT-Xent over in-batch negatives, equal to it bit for bit, without its boolean
+    mask: lightly drops each row's own column with ``logits[~eye]``, an index whose size the
+    host reads from the device (a wait every step on a GPU, and a graph break for
+    torch.compile); here a gather with indices known from the shapes drops it. No memory bank.
+    """
+
+    def forward(self, out0: Tensor, out1: Tensor) -> Tensor:
+        n = out0.shape[0]
+        out0, out1 = F.normalize(out0, dim=1), F.normalize(out1, dim=1)
+        rank, out0_large, out1_large = 0, out0, out1
+        if self.gather_distributed and lightly_dist.world_size() > 1:
+            out0_large = torch.cat(lightly_dist.gather(out0), 0)
+            out1_large = torch.cat(lightly_dist.gather(out1), 0)
+            rank = lightly_dist.rank()
+        own = torch.arange(n, device=out0.device) + rank * n  # (n,): row i's own column
+        others = torch.arange(out0_large.shape[0] - 1, device=out0.device)[None]  # (1, m - 1)
+        others = others + (others >= own[:, None]).long()  # (n, m - 1): every column but own
+        logits_00 = (torch.einsum('nc,mc->nm', out0, out0_large) / self.temperature).gather(1, others)
+        logits_01 = torch.einsum('nc,mc->nm', out0, out1_large) / self.temperature
+        logits_10 = torch.einsum('nc,mc->nm', out1, out0_large) / self.temperature
+        logits_11 = (torch.einsum('nc,mc->nm', out1, out1_large) / self.temperature).gather(1, others)
+        logits = torch.cat([torch.cat([logits_01, logits_00], 1),
+                            torch.cat([logits_10, logits_11], 1)], 0)  # (2n, 2m - 1)
+        labels = torch.arange(n, device=out0.device) + (rank * n if self.gather_distributed else 0)
+        return self.cross_entropy(logits, labels.repeat(2))
 
 
 @MODELS.register_module()
@@ -73,7 +102,7 @@ class SimCLR(EncoderModel):
             self.backbone = convert_sync_bn(self.backbone)
             self.projection_head = convert_sync_bn(self.projection_head)
         # lightly's gather keeps gradients correct across processes.
-        self.criterion = NTXentLoss(temperature=temperature, gather_distributed=gather_negatives)
+        self.criterion = NTXent(temperature=temperature, gather_distributed=gather_negatives)
         self.temperature = temperature
         self.joint_forward = joint_forward
 

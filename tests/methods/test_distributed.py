@@ -2,9 +2,9 @@
 import pytest
 import torch
 import torch.distributed as dist
-from lightly.loss import NTXentLoss
 
 from methods import MoCo
+from methods.simclr import NTXent
 
 N_LOCAL, DIM = 4, 8
 
@@ -21,7 +21,7 @@ def full_batch(seed: int = 0):
 def ntxent_step(x_a, x_b, weight):
     """NT-Xent loss and the gradient of the projection, as DDP would average it."""
     weight = weight.clone().requires_grad_(True)
-    loss = NTXentLoss(temperature=0.5, gather_distributed=True)(x_a @ weight, x_b @ weight)
+    loss = NTXent(temperature=0.5, gather_distributed=True)(x_a @ weight, x_b @ weight)
     loss.backward()
     grad = weight.grad.clone()
     if dist.is_initialized():  # DDP averages gradients over processes
@@ -57,7 +57,7 @@ def two_process_results(two_process_results):
 
 
 def test_ntxent_gather_loss_and_gradients_match_one_process(two_process_results):
-    """lightly's gather: 2 x 4 rows give the loss and gradient of 8 rows in one process."""
+    """The NT-Xent's gather: 2 x 4 rows give the loss and gradient of 8 rows in one process."""
     loss, grad = ntxent_step(*full_batch())
     for res in two_process_results:
         torch.testing.assert_close(res['loss'], loss, atol=1e-5, rtol=0)

@@ -2,10 +2,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from lightly.loss import NTXentLoss
 
 from methods.mixco import MixCoLoss
 from methods.mixco_simclr import MixCoSimCLR
-from methods.simclr import SimCLR
+from methods.simclr import NTXent, SimCLR
 
 BACKBONE = dict(depth=18, small_stem=True)
 
@@ -85,6 +86,22 @@ def test_simclr_loss_matches_naive_nt_xent(tau, joint):
         z_a, z_b = model.embed(x_a), model.embed(x_b)  # a pass per view, as the model's
     losses = model([x_a, x_b], mode='loss')
     assert abs(losses['loss_inst'].item() - naive_nt_xent(z_a, z_b, tau).item()) < 1e-6
+
+
+@pytest.mark.parametrize('n, dtype', [(1, torch.float64), (2, torch.float32), (7, torch.float32),
+                                      (16, torch.float64)])
+def test_nt_xent_equals_lightlys_bit_for_bit(n, dtype):
+    """The loss and its gradients equal lightly's NTXentLoss exactly (its boolean mask and the
+    gather select the same logits in the same order), and the naive loop's."""
+    torch.manual_seed(n)
+    inputs = [torch.randn(n, 5, dtype=dtype, requires_grad=True) for _ in range(2)]
+    ours = NTXent(temperature=0.3)(*inputs)
+    grads = torch.autograd.grad(ours, inputs)
+    theirs = NTXentLoss(temperature=0.3)(*inputs)
+    assert torch.equal(ours, theirs)
+    assert all(map(torch.equal, grads, torch.autograd.grad(theirs, inputs)))
+    want = naive_nt_xent(*[F.normalize(x.detach().double(), dim=1) for x in inputs], 0.3)
+    assert abs(ours.item() - want.item()) < 1e-5
 
 
 def test_simclr_embed_is_normalised():
