@@ -24,9 +24,10 @@ import sys
 import time
 from typing import Callable, List, Optional, Sequence
 
-from benchmark import atomic_io
+from benchmark import atomic_io, dist
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+CTRL_C = (signal.SIGINT,)  # a training's own: SIGTERM is its pre-emption (PreemptionHook)
 
 
 class Stopped(KeyboardInterrupt):
@@ -162,20 +163,26 @@ def hard_exit(signum: int) -> None:
     os._exit(exit_code(signum))
 
 
-def report(signum: int) -> int:
-    """After the unwinding: end the loader workers, print the stop line, the exit code."""
+def report(signum: int, note: str = '') -> int:
+    """After the unwinding: end the child processes, print the stop line (``note`` in place
+    of the parts where none were named), the exit code."""
     stop_workers()
-    print(f'{signal.Signals(signum).name}: stopped; {summary()}', file=sys.stderr, flush=True)
+    detail = note if note and not (_state.done or _state.todo) else summary()
+    if dist.is_main():  # a multi-process training says it once
+        print(f'{signal.Signals(signum).name}: stopped; {detail}', file=sys.stderr, flush=True)
     return exit_code(signum)
 
 
-def stoppable(work: Callable[[], int]) -> int:
-    """``work()`` with SIGINT and SIGTERM as stop requests (the module's docstring); its exit
-    code, or 128 + the signal when one came, even if the work ended another way (an error a
-    dying loader worker caused, a code returned after catching the stop)."""
-    previous = {sig: signal.signal(sig, _handle) for sig in STOP_SIGNALS}
+def stoppable(work: Callable[[], int], signals: Sequence[int] = STOP_SIGNALS,
+              note: str = '', exit_now: bool = False) -> int:
+    """``work()`` with ``signals`` as stop requests (the module's docstring); its exit code,
+    or 128 + the signal when one came, even if the work ended another way (an error a dying
+    loader worker caused, a code returned after catching the stop). ``exit_now``: a stopped
+    process ends right after its line, skipping the interpreter's teardown (a training's
+    libraries can take seconds there)."""
+    previous = {sig: signal.signal(sig, _handle) for sig in signals}
     # taken here even where the caller blocked them (a service manager, a test runner)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
     _state.__init__()
     _state.owner = os.getpid()
     try:
@@ -187,7 +194,13 @@ def stoppable(work: Callable[[], int]) -> int:
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     try:
-        return code if _state.signum is None else report(_state.signum)
+        if _state.signum is None:
+            return code
+        code = report(_state.signum, note)
+        if exit_now:
+            sys.stdout.flush()
+            os._exit(code)
+        return code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

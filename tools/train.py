@@ -15,7 +15,7 @@ import torch
 from mmengine.runner import Runner
 
 import benchmark.components  # noqa: F401  registers every type a config can name
-from benchmark import dist
+from benchmark import dist, stop
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.checkpoints import check_resume_fits
 from benchmark.cli import ArgumentParser, config_line, fail
@@ -145,5 +145,6 @@ def train(runner, args: argparse.Namespace, identity: dict) -> int:
     return 0
 
 
-if __name__ == '__main__':  # not run_tool: an error during training keeps its traceback, on
-    sys.exit(main())          # every process (bad input is caught above, before anything is built)
+if __name__ == '__main__':  # not run_tool: an error in training keeps its traceback (every
+    # process); Ctrl-C ends it with one line and 130; SIGTERM is a pre-emption (saves, 143)
+    sys.exit(stop.stoppable(main, stop.CTRL_C, 'rerun with --resume', exit_now=True))

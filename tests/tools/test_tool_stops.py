@@ -1,14 +1,20 @@
 """Every tool stops on Ctrl-C or SIGTERM: a real signal to this process while the tool's main
 work runs (the work replaced by one that signals itself mid-way) ends it with 130 or 143 and
-one stop line, writing nothing. The real process (Ctrl-C to the speed harness with its loader
-workers): tests/e2e/test_speed_tool_runs.py."""
+one stop line, writing nothing; tools/train.py ends on Ctrl-C with its line and 130 (SIGTERM is
+its pre-emption: tests/engine/test_preemption.py). The real process (Ctrl-C to the speed
+harness with its loader workers): tests/e2e/test_speed_tool_runs.py."""
 import os
+import runpy
 import signal
+import sys
 import time
 
 import pytest
 
+import benchmark.engine.launch
 import benchmark.harness.faults.kill_resume as kill_resume_work
+from benchmark import stop
+from tests.conftest import ROOT
 from tools import (benchmark_speed, calibrate_stats, eval as eval_tool, export, fault_campaign,
                    kill_resume, leaderboard, prepare_data, run_suite)
 
@@ -52,3 +58,19 @@ def test_every_tool_stops_with_128_plus_the_signal_and_writes_nothing(tool, targ
     assert code == 128 + sig, err[-2000:]
     assert err.splitlines()[-1].startswith(f'{sig.name}: stopped; finished '), err[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no file, whole or partial
+
+
+def test_ctrl_c_ends_a_training_with_one_line_and_130(monkeypatch, capsys):
+    """tools/train.py as a script: Ctrl-C while it loads its config ends the process at once
+    (os._exit, here recorded) with 130 and the line saying how to go on."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(benchmark.engine.launch, 'load_config', _interrupted(signal.SIGINT))
+    monkeypatch.setattr(sys, 'argv', ['tools/train.py', DIGITS])
+
+    def ended(code):
+        raise SystemExit(f'os._exit({code})')
+    monkeypatch.setattr(stop.os, '_exit', ended)
+    with pytest.raises(SystemExit) as end:
+        runpy.run_path('tools/train.py', run_name='__main__')
+    assert end.value.code == 'os._exit(130)'
+    assert capsys.readouterr().err.splitlines()[-1] == 'SIGINT: stopped; rerun with --resume'
