@@ -293,7 +293,8 @@ def run_main(capsys, monkeypatch):
             logger.removeHandler(handler)
 
 
-def tiny_backbone(depth: int = 18, small_stem: bool = False):  # noqa: ARG001  build_resnet's
+def tiny_backbone(depth: int = 18, small_stem: bool = False,  # noqa: ARG001  build_resnet's
+                  width: float = 1.0):
     """Conv, batch norm (running statistics travel in checkpoints), 8 pooled features: stands
     in for the ResNet where a test needs real training steps, not the ResNet's numbers."""
     from torch import nn

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
+from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.registry import DATASETS
 
@@ -41,17 +42,23 @@ from benchmark.names import DEFAULT_PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_CONFIGS = {'mocov2': 'configs/mocov2_r18_digits.py', 'mixco': 'configs/mixco_r18_digits.py'}
-DEMO_BATCH = 64  # configs/suites/demo_digits.py: one process with the configs' total batch
+DEMO_SUITE = ROOT / 'configs' / 'suites' / 'demo_digits.py'  # its cfg_options: batch, width
 VARIANTS = ('pil-worker', 'pil-main', 'batched')
 TIMED_HOOKS = ('OnlineLinearProbeHook', 'SafeCheckpointHook', 'KNNMonitorHook')
 STAGES = ('before_train_epoch', 'before_train_iter', 'after_train_iter', 'after_train_epoch')
 PARTS = ('model step', 'preprocessor', 'loader', *TIMED_HOOKS, 'other hooks', 'epoch')
 
 
+def demo_options() -> dict:
+    """The demo suite's overrides of its configs (one process with the configs' total batch,
+    the encoder's width), read from the suite file so the part times what `make demo` runs."""
+    return dict(Config.fromfile(str(DEMO_SUITE)).get('cfg_options') or {})
+
+
 def variant_cfg(config: str, variant: str, epochs: int, work_dir: str):
     """The demo config as its suite runs it, for `epochs` epochs, views drawn as `variant` says;
     also the config's own epochs and kNN-monitor interval."""
-    cfg = load_config(str(ROOT / config), {'train_dataloader.batch_size': DEMO_BATCH}, work_dir)
+    cfg = load_config(str(ROOT / config), demo_options(), work_dir)
     knn = next(h for h in cfg.custom_hooks if h['type'] == 'KNNMonitorHook')
     own = dict(epochs=cfg.train_cfg.max_epochs, knn_interval=knn.get('interval', 1))
     knn['interval'] = 1
@@ -184,7 +191,8 @@ def bench_demo(s: Settings, log: Callable[[str], None] = print) -> dict:
 
 def demo_table(demo: dict) -> List[str]:
     """Markdown: seconds per epoch by part and variant, per method; projections."""
-    lines = [f'Demo run by part (one core, one torch thread, batch {DEMO_BATCH}; medians over '
+    options = ', '.join(f'{key}={value}' for key, value in demo_options().items())
+    lines = [f'Demo run by part (one core, one torch thread, {options}; medians over '
              f'epochs 2-{demo["epochs"]} of {demo["rounds"]} round(s)), seconds per epoch:', '']
     for method, m in demo['methods'].items():
         lines += [f'| {method} | ' + ' | '.join(VARIANTS) + ' |', '|---' * (len(VARIANTS) + 1)
