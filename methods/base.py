@@ -4,6 +4,7 @@ from functools import reduce
 from operator import add
 from typing import Dict, Optional, Tuple
 
+import torch
 from mmengine.model import BaseModel
 from torch import Tensor
 
@@ -45,6 +46,11 @@ class EncoderModel(BaseModel):
     def loss(self, inputs, data_samples=None) -> Dict[str, Tensor]:
         raise NotImplementedError
 
+    def before_step(self) -> None:
+        """Read the host-side state a training step depends on (MoCHi: the epoch), before the
+        step runs; `forward(mode='loss')` calls it unless torch.compile is tracing, so that the
+        traced step holds no such read (a compiled step calls it before the compiled code)."""
+
     def parse_losses(self, losses: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
         """mmengine's `parse_losses` without its device work on scalar terms: a term that is
         one number already is logged as it is (mmengine takes its mean, a copy), and the loss
@@ -65,6 +71,8 @@ class EncoderModel(BaseModel):
     def forward(self, inputs, data_samples=None, mode: str = 'tensor'):
         """mmengine entry point."""
         if mode == 'loss':
+            if not torch.compiler.is_compiling():
+                self.before_step()
             return self.loss(inputs, data_samples)
         if mode in ('tensor', 'predict'):
             return self.backbone(inputs[0] if isinstance(inputs, (list, tuple)) else inputs)

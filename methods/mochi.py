@@ -122,11 +122,17 @@ class MoCHiMoCo(MoCo):
         self.mix_synthetic = mix_synthetic
         self.mix_query_synthetic = mix_query_synthetic
         self.mix_warmup_epochs = mix_warmup_epochs
+        self.mix_active = self.mixing()
 
     def mixing(self) -> bool:
         """Whether this step synthesises negatives (the warm-up is over)."""
         epoch = MessageHub.get_current_instance().get_info('epoch', 0)
         return epoch >= self.mix_warmup_epochs and self.mix_synthetic + self.mix_query_synthetic > 0
+
+    def before_step(self) -> None:
+        """The warm-up's end, read from the runner's epoch on the host before the step (a
+        traced step sees a Python bool, not mmengine's MessageHub and its lock)."""
+        self.mix_active = self.mixing()
 
     def sample_synthesis(self, b: int, n: int, device: torch.device) -> Tuple[Tensor, ...]:
         """Draw (pair_idx (B, s, 2), alpha (B, s), query_idx (B, s'), beta (B, s')) from torch's
@@ -142,7 +148,7 @@ class MoCHiMoCo(MoCo):
         """InfoNCE whose negatives are the queue snapshot plus each query's synthetic ones."""
         q = self.embed_query(x_q)  # (B, D)
         k = self.embed_keys(x_k)  # (B, D)
-        if not self.mixing():
+        if not self.mix_active:
             loss, acc = info_nce(q, k, queue, self.temperature)
             return dict(loss_inst=loss, acc_inst=acc, mix_active=q.new_zeros(())), k
         n = min(self.mix_hardest, queue.shape[0])
