@@ -4,7 +4,7 @@ the seeds-until-decided design's error rate and seeds against a fixed design.
 
 Examples:
     python tools/calibrate_stats.py                               # print the table
-    python tools/calibrate_stats.py --publish docs/evaluation.md  # and put it into the page
+    python tools/calibrate_stats.py --publish results/reference/studies.md  # into the page
 
 The page marks the tables' places with the lines ``<!-- results: calibration -->`` and
 ``<!-- /results: calibration -->``, and ``<!-- results: sequential -->`` and

@@ -1,7 +1,8 @@
 """Calibration of the leaderboard's statistics by simulation, through the real path: records
 drawn from known distributions -> ``build_rows`` (rows, comparisons, families, Holm, intervals)
--> verdicts. ``tools/calibrate_stats.py`` prints the table (and puts it into docs/evaluation.md);
-``tests/reports/test_calibration.py`` checks the error rates and coverage.
+-> verdicts. ``tools/calibrate_stats.py`` prints the table (and puts it into
+results/reference/studies.md); ``tests/reports/test_calibration.py`` checks the error rates and
+coverage.
 
 The model mimics the digits records: top-1 on a fixed test set of `TEST_IMAGES` images (so
 every accuracy is a multiple of 100/360 points), a seed effect shared by every method of that

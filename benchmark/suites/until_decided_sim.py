@@ -5,8 +5,8 @@ each method's own noise, kNN and the fast linear probe from the same checkpoint)
 
 `simulate` gives the family's false-verdict rate over all looks, the share called better, and
 the seeds it took; `fixed_power` the power of a fixed design of n seeds judged once at alpha.
-``tools/calibrate_stats.py`` prints both as the table of docs/evaluation.md; the tests check
-the error rate.
+``tools/calibrate_stats.py`` prints both as a table (results/reference/studies.md); the tests
+check the error rate.
 """
 from __future__ import annotations
 
