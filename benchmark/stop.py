@@ -11,13 +11,15 @@ A second SIGINT or SIGTERM ends the process at once (`hard_exit`): the loader wo
 other children sent SIGTERM, the temporary file of a write in flight removed, so no file is
 left half-written. A tool that owns trainings (the suite) forwards the first signal to them
 itself and waits for their saves; its children also get SIGTERM if it dies (Linux's
-PR_SET_PDEATHSIG, `benchmark.suites.parent_death`).
+PR_SET_PDEATHSIG, `die_with_parent`), and its loader workers SIGKILL.
 
 Standard library only, like the rest of the foundation.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -27,6 +29,11 @@ from typing import Callable, List, Optional, Sequence
 from benchmark import atomic_io, dist
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PR_SET_PDEATHSIG = 1  # prctl(2)
+try:  # resolved here, not in a child between fork and exec, which only calls it
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _PRCTL = None
 CTRL_C = (signal.SIGINT,)  # a training's own: SIGTERM is its pre-emption (PreemptionHook)
 
 
@@ -76,6 +83,22 @@ def summary() -> str:
     done = ', '.join(_state.done) if _state.done else 'nothing'
     rest = f'; not finished: {", ".join(_state.todo)}' if _state.todo else ''
     return f'finished {done}{rest}'
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Linux: the kernel sends ``sig`` to this process when its parent dies (PR_SET_PDEATHSIG);
+    safe between fork and exec (it calls only the prctl resolved at import)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def _forked(state: _State) -> None:
+    """In a child the tool forks through multiprocessing (a loader worker, which only reads
+    data): killed when the tool dies, even by SIGKILL, instead of running on re-parented."""
+    if os.getppid() == state.owner:
+        die_with_parent(signal.SIGKILL)
+        if os.getppid() != state.owner:  # it died before the call
+            os._exit(1)
 
 
 def child_pids() -> List[int]:
@@ -185,6 +208,7 @@ def stoppable(work: Callable[[], int], signals: Sequence[int] = STOP_SIGNALS,
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
     _state.__init__()
     _state.owner = os.getpid()
+    multiprocessing.util.register_after_fork(_state, _forked)
     try:
         code = work()
     except BaseException:

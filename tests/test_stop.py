@@ -121,3 +121,39 @@ def test_child_pids_lists_live_children_only():
         child.kill()
         child.wait()
     assert child.pid not in stop.child_pids()
+
+
+KILLED_TOOL = '''
+import multiprocessing, os, signal, time
+from benchmark import stop
+def work():
+    worker = multiprocessing.get_context('fork').Process(target=time.sleep, args=(60,))
+    worker.start()
+    print(worker.pid, flush=True)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+stop.stoppable(work)
+'''
+
+
+def test_a_tool_killed_outright_takes_its_forked_workers_with_it(subprocess_env):
+    """SIGKILL, which nothing can catch: the worker the tool forked dies with it (its
+    parent-death signal) instead of running on under init."""
+    tool = subprocess.run([sys.executable, '-c', KILLED_TOOL], capture_output=True, text=True,
+                          env=subprocess_env, timeout=60)
+    assert tool.returncode == -signal.SIGKILL, tool.stderr
+    worker = int(tool.stdout.split()[0])
+    for _ in range(50):
+        state = _state_of(worker)
+        if state in (None, 'Z'):  # gone, or dead and not yet reaped
+            break
+        time.sleep(0.1)
+    assert state in (None, 'Z'), state
+
+
+def _state_of(pid: int):
+    try:
+        with open(f'/proc/{pid}/stat') as handle:
+            return handle.read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+        return None
