@@ -50,7 +50,8 @@ class ArgumentParser(argparse.ArgumentParser):
 def run_tool(main: Callable[[Optional[Sequence[str]]], int],
              argv: Optional[Sequence[str]] = None) -> int:
     """``main(argv)``, with bad input (`INPUT_ERRORS`) as one ``error:`` line and exit code 2,
-    and Ctrl-C or SIGTERM as a stop (`benchmark.stop`: one line, exit code 130 or 143).
+    and Ctrl-C or SIGTERM as a stop (`benchmark.stop`: one line, exit code 130 or 143; from the
+    command line the process then ends at once: torch's loader teardown can wait seconds).
 
     Args:
         main: The tool's entry point; returns its exit code.
@@ -63,7 +64,7 @@ def run_tool(main: Callable[[Optional[Sequence[str]]], int],
             if '--debug' in (sys.argv[1:] if argv is None else argv) or stop.requested():
                 raise
             return fail(one_line(err))
-    return stop.stoppable(work)
+    return stop.stoppable(work, exit_now=argv is None)
 
 
 # --- argparse types: each names what it wanted; argparse adds "argument --option:" ----------
