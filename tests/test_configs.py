@@ -195,7 +195,7 @@ def test_paper_check_names_a_changed_value():
         'mixco_r18_tiny.py: lr, tau is (0.03, 0.2), want (0.015, 0.2)']
 
 
-def _epoch_lrs(cfg: Config) -> list:
+def epoch_lrs(cfg: Config) -> list:
     """The lr of each epoch of a config, from its param_scheduler built by mmengine's registry and
     stepped once per epoch, as mmengine's ParamSchedulerHook steps an epoch-based scheduler."""
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))],
@@ -229,7 +229,7 @@ def _authors_simclr_lr(lr: float, epochs: int) -> list:
                                   'mixco_simclr_r50_tiny.py'])
 def test_simclr_lr_is_the_authors_epoch_by_epoch(name):
     cfg = load(name)
-    got = np.array(_epoch_lrs(cfg), dtype=np.float64)
+    got = np.array(epoch_lrs(cfg), dtype=np.float64)
     want = np.array(_authors_simclr_lr(0.15, cfg.train_cfg.max_epochs))
     assert np.abs(got - want).max() < 1e-12, f'{name}: worst epoch {np.abs(got - want).argmax()}'
     assert got[10] == 0.15 and got[11] < 0.15 and got[-1] > 0  # 11 epochs flat, never 0
@@ -239,7 +239,7 @@ def test_the_lr_check_can_fail():
     """A plain cosine over all epochs (the schedule before) is refused by the comparison."""
     cfg = load('simclr_r18_tiny.py')
     cfg.param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=0, eta_min=0.0)]
-    got = np.array(_epoch_lrs(cfg))
+    got = np.array(epoch_lrs(cfg))
     assert np.abs(got - np.array(_authors_simclr_lr(0.15, 100))).max() > 1e-3
 
 

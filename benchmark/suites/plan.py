@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.engine.checkpoints import checkpoint_candidates
+from benchmark.suites.budget import budget_text
 from benchmark.suites.spec import Evaluation, Run, Suite, SuiteError
 from benchmark.layout import SUITE_RUN_FILE, epoch_checkpoint
 from benchmark.names import canonical_data
@@ -161,6 +162,7 @@ def plan_lines(suite: Suite, plans: List[RunPlan]) -> List[str]:
     width = max(len(p.run.name) for p in plans)
     lines = [f'[{i}/{len(plans)}] {p.run.name:<{width}}  {describe_plan(p)}'
              + (f'  [{p.run.variant_label}]' if p.run.variant_label else '')
+             + (f'\n      {budget_text(p.run.budget)}' if p.run.budget else '')
              for i, p in enumerate(plans, 1)]
     counts = {state: sum(p.train == state for p in plans) for state in TRAIN_STATES}
     todo = sum(v == 'todo' for p in plans for v in p.evals.values())

@@ -31,7 +31,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.config import Config
 
-from benchmark.engine.compat import parse_cfg_option
 from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
 from benchmark.engine.launch import config_identity, config_setting
 from benchmark.evaluation.device import parse_device
@@ -47,11 +45,13 @@ from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
 from benchmark.reports.comparisons import StatsPolicy
 from benchmark.reports.records import setting_sha256
+from benchmark.suites.budget import budget_runs, read_budget, read_costs
+from benchmark.suites.options import digest, option_text, parse_option  # noqa: F401  public here
 from benchmark.suites.policy import SuiteError, read_policy
 from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
 
 SUITE_KEYS = ('name', 'configs', 'seeds', 'procs', 'cfg_options', 'evaluations', 'slurm',
-              'reuse', 'min_seeds', 'min_effect', 'equivalence_margin', 'primary')
+              'reuse', 'min_seeds', 'min_effect', 'equivalence_margin', 'primary', 'budget')
 ENTRY_KEYS = ('config', 'grid', 'cfg_options')
 EVALUATION_KEYS = ('protocols', 'eval_data', 'data_root', 'linear_config', 'device')
 SLURM_KEYS = ('partition', 'time', 'gpus_per_node', 'cpus_per_task', 'mem', 'account', 'qos',
@@ -98,6 +98,7 @@ class Run:
     dataset: Dict[str, Any] = field(default_factory=dict)  # type and data_root of its training
     setting_sha256: Optional[str] = None  # what its records' setting_sha256 will be
     overrides: Dict[str, Any] = field(default_factory=dict)  # ... and their overrides
+    budget: Optional[Dict[str, Any]] = None  # a run at equal compute: benchmark/suites/budget.py
 
     @property
     def variant_label(self) -> str:
@@ -120,6 +121,8 @@ class Suite:
     notes: List[str] = field(default_factory=list)
     reused: List[Tuple[str, str]] = field(default_factory=list)  # (results dir, work dir) each
     policy: StatsPolicy = field(default_factory=StatsPolicy)  # how its comparisons are judged
+    budget: Optional[Dict[str, Any]] = None  # dict(baseline, epochs): budget.read_budget
+    costs: Dict[str, Dict[str, float]] = field(default_factory=dict)  # each config's step count
 
     @property
     def wants_default(self) -> bool:
@@ -133,44 +136,6 @@ class Suite:
     def work_dirs(self, run: Run) -> List[str]:
         """The run's work dir, then the same run's in each reused suite (for its curves)."""
         return [run.work_dir] + [str(Path(work) / run.name) for _, work in self.reused]
-
-
-# -- KEY=VALUE strings --------------------------------------------------------------------------
-
-def option_text(value: Any) -> str:
-    """The --cfg-options spelling of a value (mmengine's DictAction reads it back).
-
-    Raises:
-        SuiteError: For a value DictAction cannot carry (a dict, a string it would read as
-            a number, a bool or a list, or one with spaces).
-    """
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        inner = ','.join(option_text(v) for v in value)
-        if isinstance(value, list):
-            return f'[{inner}]'
-        return f'({inner},)' if len(value) == 1 else f'({inner})'
-    if isinstance(value, str):
-        if parse_cfg_option(value) != value or not value or ' ' in value:
-            raise SuiteError(f'override value {value!r} cannot pass through --cfg-options '
-                             '(it would be read as another type, or holds spaces)')
-        return value
-    raise SuiteError(f'override value {value!r} ({type(value).__name__}) cannot pass through '
-                     '--cfg-options; override its keys one by one (a.b.c=...)')
-
-
-def parse_option(text: str) -> Any:
-    """What tools/train.py's --cfg-options makes of KEY=VALUE's VALUE."""
-    return parse_cfg_option(text)
-
-
-def digest(overrides: Dict[str, Any]) -> str:
-    """8 hex digits naming a set of overrides (order-free, stable across runs and machines)."""
-    text = json.dumps({k: option_text(v) for k, v in sorted(overrides.items())}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 # -- reading the suite file ------------------------------------------------------------------------
@@ -369,32 +334,53 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
     reused = [(str(suite_results_dir(other, results_root)),
                str(suite_work_dir(other, '', work_root))) for other in reuse]
     configs, runs, seen, notes = _Configs(procs), [], {}, []
-    for config, fixed, variants in _entries(cfg, f'suite {path}'):
+    entries = _entries(cfg, f'suite {path}')
+    budget = read_budget(cfg, f'suite {path}', [config for config, _, _ in entries])
+    results_dir = str(suite_results_dir(name, results_root))
+    costs = read_costs(results_dir) if budget else {}
+
+    def add(config: str, resolved: str, overrides: Dict[str, Any], variant: Dict[str, Any],
+            seed: int, budget_info: Optional[Dict[str, Any]] = None) -> Config:
+        tag = f'-{digest(overrides)}' if overrides else ''
+        run_name = f'{config_stem(config)}{tag}-s{seed}'
+        options = {**overrides, 'randomness.seed': seed}
+        args = [f'{key}={option_text(value)}' for key, value in options.items()]
+        try:
+            run_cfg = configs.build(resolved, {k: parse_option(a.split('=', 1)[1])
+                                               for k, a in zip(options, args)})
+        except ConfigError as err:
+            raise SuiteError(f'suite {path}: run {run_name} ({config}): {err}') from None
+        sha = hashlib.sha256(config_identity(run_cfg).encode()).hexdigest()
+        if (sha, seed) in seen:
+            notes.append(f'{run_name} is the same config as {seen[sha, seed]}: run once')
+            same = next(r for r in runs if r.name == seen[sha, seed])
+            same.budget = same.budget or budget_info  # the baseline at its budget's epochs
+            return run_cfg
+        seen[sha, seed] = run_name
+        train = run_cfg.train_dataloader.dataset
+        setting = config_setting(run_cfg, resolved)
+        runs.append(Run(run_name, config, seed, variant, args,
+                        str(suite_work_dir(name, run_name, work_root)), sha,
+                        describe_run(run_cfg, dict(world_size=procs)),
+                        int(run_cfg.train_cfg.get('max_epochs', 0)),
+                        dict(type=train.type, data_root=train.get('data_root', '')),
+                        setting_sha256(setting['text'], procs), setting['overrides'],
+                        budget_info))
+        return run_cfg
+
+    matched = []  # (config, resolved, overrides, variant, the run's config) for the budget
+    for config, fixed, variants in entries:
         resolved = resolve_config(config)
         for variant in variants:
             overrides = {**common, **fixed, **variant}
-            tag = f'-{digest(overrides)}' if overrides else ''
             for seed in seeds:
-                run_name = f'{config_stem(config)}{tag}-s{seed}'
-                options = {**overrides, 'randomness.seed': seed}
-                args = [f'{key}={option_text(value)}' for key, value in options.items()]
-                try:
-                    run_cfg = configs.build(resolved, {k: parse_option(a.split('=', 1)[1])
-                                                       for k, a in zip(options, args)})
-                except ConfigError as err:
-                    raise SuiteError(f'suite {path}: run {run_name} ({config}): {err}') from None
-                sha = hashlib.sha256(config_identity(run_cfg).encode()).hexdigest()
-                if (sha, seed) in seen:
-                    notes.append(f'{run_name} is the same config as {seen[sha, seed]}: run once')
-                    continue
-                seen[sha, seed] = run_name
-                train = run_cfg.train_dataloader.dataset
-                setting = config_setting(run_cfg, resolved)
-                runs.append(Run(run_name, config, seed, variant, args,
-                                str(suite_work_dir(name, run_name, work_root)), sha,
-                                describe_run(run_cfg, dict(world_size=procs)),
-                                int(run_cfg.train_cfg.get('max_epochs', 0)),
-                                dict(type=train.type, data_root=train.get('data_root', '')),
-                                setting_sha256(setting['text'], procs), setting['overrides']))
+                run_cfg = add(config, resolved, overrides, variant, seed)
+            matched.append((config, resolved, overrides, variant, run_cfg))
+    if budget:
+        runs_before = len(runs)
+        budget_runs(budget, matched, costs, procs, seeds, add)
+        notes.append(f'budget: {len(runs) - runs_before} run(s) at the training FLOPs of '
+                     f"{budget['baseline']} at {budget['epochs']} epochs")
     return Suite(name, str(path), runs, seeds, procs, evaluations, common, slurm,
-                 str(suite_results_dir(name, results_root)), notes, reused, policy)
+                 results_dir, notes, reused, policy, budget, costs)
+

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.registry import DATASETS
 
+from benchmark.suites.budget import save_costs
 from benchmark.suites.plan import RunPlan, plan_lines, plan_suite
 from benchmark.suites.report import read_suite_records, render_suite
 from benchmark import stop
@@ -121,6 +122,8 @@ def run_suite(path: str, dry_run: bool = False, only: Optional[str] = None,
             out(line)
         return 0
     check_data_roots(suite, mine)
+    if suite.budget:  # the step counts the epochs came from: a rerun plans the same
+        save_costs(suite.results_dir, suite.costs)
     outcomes = runner.run(mine)
     interrupted = runner.interrupted is not None
     paths = render_suite(suite, plans, outcomes, paper, use_wandb=use_wandb and not interrupted)

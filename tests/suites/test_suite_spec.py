@@ -9,8 +9,8 @@ import pytest
 import benchmark.components  # noqa: F401  registers what the configs name
 from benchmark.engine.config.check import merge_options, read_config
 from benchmark.engine.launch import config_identity, load_config
-from benchmark.suites.spec import (DEFAULT, SuiteError, digest, expand_suite, option_text,
-                                          parse_option)
+from benchmark.suites.options import digest, option_text, parse_option
+from benchmark.suites.spec import DEFAULT, SuiteError, expand_suite
 from benchmark.layout import SUITE_CONFIG_DIR
 from benchmark.reports.comparisons import StatsPolicy
 

@@ -1,0 +1,137 @@
+"""Runs at equal training compute (benchmark/suites/budget.py): the epochs that come nearest a
+budget (against brute force), the learning-rate schedule scaled with them, the suite's plan
+and dry run with the counted costs stood in for by other ratios, the counts kept so a rerun plans
+the same, and bad budgets as one line before anything trains."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+import benchmark.components  # noqa: F401  registers what the configs name
+from benchmark.engine.config.check import merge_options, read_config
+from benchmark.suites import budget
+from benchmark.suites.budget import (images_per_epoch, matched_epochs, read_budget,
+                                     save_costs, schedule_text, stretched_schedule)
+from benchmark.suites.plan import plan_lines, plan_suite
+from benchmark.suites.spec import SuiteError, expand_suite
+from tests.test_configs import epoch_lrs
+
+DIGITS = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
+
+
+@pytest.mark.parametrize('budget_flops, epoch_flops', [(387.0, 17.8), (1e17, 3.3e15),
+                                                       (10.0, 7.0), (10.0, 25.0), (99.0, 2.0)])
+def test_matched_epochs_is_the_nearest_whole_count_by_brute_force(budget_flops, epoch_flops):
+    want = min(range(1, 10_000), key=lambda e: (abs(e * epoch_flops - budget_flops), e))
+    assert matched_epochs(budget_flops, epoch_flops) == want
+
+
+def test_images_per_epoch_follow_the_samplers_share_and_drop_last():
+    # 1437 images, batch 64: 22 full batches in one process; 2 processes get 719 each (one
+    # padded), 11 full batches each; without drop_last every sample of the padded shares
+    assert images_per_epoch(1437, 64, 1, True) == 1408
+    assert images_per_epoch(1437, 64, 2, True) == 2 * 704
+    assert images_per_epoch(1437, 64, 2, False) == 1438
+    assert images_per_epoch(10, 4, 3, True) == 3 * 4
+
+
+def test_the_authors_simclr_schedule_is_stretched_with_the_epochs():
+    """SimCLR's 10 flat epochs and T_max 100 at 73 epochs: 7 flat, T_max 73; the lr is the
+    authors' closed form at the scaled numbers, epoch by epoch."""
+    cfg = read_config('configs/simclr_r18_tiny.py')
+    options = stretched_schedule(cfg, 73)
+    assert options == {'train_cfg.max_epochs': 73, 'param_scheduler.0.begin': 7,
+                       'param_scheduler.0.T_max': 73}
+    assert schedule_text(cfg, 73) == 'CosineAnnealingLR epochs 7-73 (T_max 73)'
+    merge_options(cfg, options)
+    got = np.array(epoch_lrs(cfg))
+    want = np.array([0.15 * (1 + math.cos(math.pi * max(0, e - 7) / 73)) / 2 for e in range(73)])
+    assert np.abs(got - want).max() < 1e-12
+    plain = read_config('configs/mocov2_r18_digits.py')  # a cosine that follows max_epochs
+    assert stretched_schedule(plain, 41) == {'train_cfg.max_epochs': 41}
+
+
+@pytest.mark.parametrize('value, words', [
+    ('5', 'budget must be dict('), ("dict(epochs=3)", 'budget must be dict('),
+    ("dict(baseline='configs/mocov2_r18_digits.py', epochs=0)", 'epochs >= 1, got 0'),
+    ("dict(baseline='configs/mocov2_r18_digits.py', epochs=2.5)", 'epochs >= 1, got 2.5'),
+    ("dict(baseline='configs/mocov2_r18_digits.py', epochs=3, extra=1)", 'budget must be'),
+    ("dict(baseline='configs/simclr_r18_tiny.py', epochs=3)", 'is not one of the suite'),
+])
+def test_a_bad_budget_is_one_line(value, words):
+    cfg = dict(budget=eval(value))  # noqa: S307 - the test's own literals
+    with pytest.raises(SuiteError) as err:
+        read_budget(cfg, 'suite x.py', DIGITS)
+    assert words in str(err.value) and '\n' not in str(err.value)
+
+
+def test_a_method_whose_cost_is_unknown_is_one_line_before_training(tmp_path):
+    """A config whose step cannot be counted (its data is missing) stops the expansion."""
+    cfg = read_config('configs/mocov2_r18_tiny.py')
+    cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nothing')
+    with pytest.raises(SuiteError) as err:
+        budget.count_epoch_cost(cfg, 1)
+    text = str(err.value)
+    assert text.startswith('the training compute of mocov2_r18_tiny.py is unknown') \
+        and '\n' not in text
+
+
+@pytest.fixture
+def fake_costs(monkeypatch):
+    """Counted costs stood in for: FLOPs per image by method (ratios no shipped method has),
+    1400 images an epoch; the calls are logged."""
+    per_image = {'MoCo': 7.0e6, 'MixCoMoCo': 9.1e6}
+    calls = []
+
+    def count(cfg, procs):
+        calls.append(cfg.model.type)
+        return dict(flops_per_image=per_image[cfg.model.type], images_per_epoch=1400 * procs)
+    monkeypatch.setattr(budget, 'count_epoch_cost', count)
+    return per_image, calls
+
+
+def _suite(tmp_path, epochs: int, extra: str = ''):
+    path = tmp_path / 'matched.py'
+    path.write_text(f'configs = {DIGITS!r}\nseeds = [0]\n'
+                    f"budget = dict(baseline='configs/mocov2_r18_digits.py', epochs={epochs})\n"
+                    + extra)
+    return expand_suite(str(path), results_root=str(tmp_path / 'r'),
+                        work_root=str(tmp_path / 'w'))
+
+
+def test_the_suite_plans_each_method_at_the_budget_and_a_rerun_plans_the_same(tmp_path,
+                                                                              fake_costs):
+    per_image, calls = fake_costs
+    suite = _suite(tmp_path, 17)
+    budget_flops = per_image['MoCo'] * 1400 * 17
+    want = min(range(1, 100), key=lambda e: abs(e * per_image['MixCoMoCo'] * 1400
+                                                - budget_flops))
+    assert want == 13  # 17 / 1.3 = 13.08
+    base, matched = ([r for r in suite.runs if r.budget and r.config == c] for c in DIGITS)
+    assert len(suite.runs) == 4 and len(base) == len(matched) == 1  # both at 30, both matched
+    assert (base[0].max_epochs, base[0].budget['achieved']) == (17, pytest.approx(budget_flops))
+    assert matched[0].max_epochs == want and matched[0].variant == {'train_cfg.max_epochs': 13}
+    assert matched[0].budget['achieved'] == pytest.approx(per_image['MixCoMoCo'] * 1400 * 13)
+    # at the baseline config's own 30 epochs its equal-epoch run is its budget's: run once
+    same = _suite(tmp_path, 30)
+    assert len(same.runs) == 3 and same.runs[0].budget['epochs'] == 30
+    lines = '\n'.join(plan_lines(suite, plan_suite(suite, [])))
+    assert ('equal compute: 13 epochs x 12.7 GFLOP = 166 GFLOP, 0.994 x the budget 167 GFLOP '
+            '(mocov2_r18_digits at 17 epochs); lr CosineAnnealingLR epochs 0-13') in lines
+    save_costs(suite.results_dir, suite.costs)  # as the suite's first run keeps them
+    per_image['MixCoMoCo'] = 2 * per_image['MoCo']  # the count would differ now ...
+    again = _suite(tmp_path, 17)
+    assert [(r.name, r.max_epochs) for r in again.runs] == \
+        [(r.name, r.max_epochs) for r in suite.runs]  # ... the kept one plans the same
+    assert calls == ['MoCo', 'MixCoMoCo'] * 2  # counted per expansion until kept, then never
+    kept = json.loads((tmp_path / 'r' / 'suites' / 'matched' / budget.COSTS_FILE).read_text())
+    assert sorted(c['flops_per_image'] for c in kept.values()) == [7.0e6, 9.1e6]
+
+
+def test_an_odd_budget_and_a_variant_grid(tmp_path, fake_costs):
+    """7 epochs of the baseline: MixCo gets round(7 / 1.3) = 5; each variant its own run."""
+    suite = _suite(tmp_path, 7, "cfg_options = {'model.backbone.width': 0.25}\n")
+    matched = [r for r in suite.runs if r.budget and r.config == DIGITS[1]]
+    assert [r.max_epochs for r in matched] == [5]
+    assert matched[0].option_args[:2] == ['model.backbone.width=0.25', 'train_cfg.max_epochs=5']
