@@ -16,7 +16,7 @@
 
 Other modules: `config/` (`check`; `build`, what a config names built without data, each
 refusal one line naming the key; `keywords`, what a component accepts; `rules` and `views`,
-what no constructor can see): the pre-flight check; `launch`: config file + command line -> checked config; `checkpoints`: read a checkpoint file
+what no constructor can see): the pre-flight check; `launch`: config file + command line -> checked config, and a training run's arguments -> a `PreparedRun` (`prepare_run`: checked config, identity, resume checkpoint, views, work dir held, wandb); `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
 `--resume` continues from; `export`: the evaluated encoder as a torchvision state dict;
 `prefetch_loop`: PrefetchViewsTrainLoop, mmengine's epoch loop taking its batches one ahead so

@@ -1,6 +1,9 @@
 """From a config file and command-line choices to a checked config, before anything is built.
 
 `load_config` applies overrides, the work dir, the launcher and what `--resume` continues from;
+`prepare_run` turns a training run's arguments into a `PreparedRun`, in this order: the config
+loaded and checked, the work dir held, the resume checkpoint chosen, the identity taken, the
+views placed, the data checked, wandb decided, distributed training set up;
 `check_data` fails on a missing or malformed data root before any model or data is built;
 `config_identity` is the text a record's ``config_sha256`` hashes; `config_setting` is what
 its ``setting_sha256`` and ``overrides`` come from (the same config without seed and data paths,
@@ -8,18 +11,27 @@ and where it departs from its file).
 """
 import copy
 import json
+import os
 import os.path as osp
 import sys
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+import torch
 from mmengine.config import Config
 from mmengine.registry import DATASETS
 
 from benchmark import dist
-from benchmark.engine.config.views import device_views, fill_view_size, train_dataset
 from benchmark.data.views import build_view
+from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.checkpoints import choose_resume_checkpoint, loadable
-from benchmark.engine.config.check import merge_options, read_config
+from benchmark.engine.compat import setup_cpu_distributed
+from benchmark.engine.config.check import merge_options, read_config, validate_config
+from benchmark.engine.config.views import (device_views, fill_view_size, resolve_train_views,
+                                           train_dataset)
+from benchmark.engine.prefetch_loop import use_prefetch_loop
+from benchmark.engine.tracking import configure_wandb
+from benchmark.engine.work_dir_lock import RESUME_WAIT_S, check_work_dir_free, hold_work_dir
 from benchmark.layout import default_work_dir
 
 
@@ -42,6 +54,13 @@ def load_config(config: str, cfg_options: Optional[dict] = None, work_dir: Optio
     elif not cfg.get('work_dir'):
         cfg.work_dir = default_work_dir(config)
     cfg.launcher = launcher
+    choose_resume(cfg, resume)
+    return cfg
+
+
+def choose_resume(cfg: Config, resume: Optional[str]) -> None:
+    """Set ``cfg.resume`` and ``cfg.load_from`` from `--resume`: None, 'auto' (the newest
+    loadable checkpoint of the work dir) or a path."""
     if resume == 'auto':
         path, messages = choose_resume_checkpoint(cfg.work_dir)
         if dist.is_main():
@@ -54,7 +73,6 @@ def load_config(config: str, cfg_options: Optional[dict] = None, work_dir: Optio
             raise ValueError(f'--resume {resume}: cannot load it ({reason}); '
                              'pass another checkpoint or --resume alone for the newest loadable')
         cfg.resume, cfg.load_from = True, resume
-    return cfg
 
 
 # Where and how a run is placed, not what it computes: left out of its identity, so a resumed
@@ -197,3 +215,52 @@ def check_data(cfg: Config, decode_images: bool = True) -> None:
     if decode_images and hasattr(cls, 'check_images'):  # decode every image file (cached)
         cls.check_images(dataset.get('data_root', ''), dataset.get('split', 'train'),
                          dataset.get('bad_data', 'strict'))
+
+
+@dataclass
+class PreparedRun:
+    """A training run ready for ``Runner.from_cfg(run.cfg)``: its checked config (with what it
+    resumes from), its identity (what its records' config_sha256 hashes, and their setting,
+    taken before the run edits the config), the checkpoint it resumes from, where its views are
+    drawn, its work dir (held by this process until it ends or releases it) and wandb's warning
+    (None where tracking is as configured)."""
+    cfg: Config
+    identity: Dict[str, Any]
+    resume: Optional[str]
+    views: str
+    work_dir: str
+    wandb_warning: Optional[str]
+
+
+def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[PreparedRun]:
+    """tools/train.py's parsed arguments to a `PreparedRun`; None with ``args.check_only``
+    once the config is checked and the work dir found free (dist_train.sh checks once, in one
+    process, before it starts the training processes). A --resume waits up to
+    `resume_wait_s` for the work dir's holder to go (a stopped job may still be saving).
+
+    Raises:
+        WorkDirBusy: Another process trains in the work dir.
+        ValueError, OSError, KeyError, TypeError: Bad input, one line.
+    """
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
+    wait_s = resume_wait_s if args.resume else 0.0
+    if args.check_only:
+        if os.environ.get('NODE_RANK', '0') == '0':  # several machines: node 0's trainer holds it
+            check_work_dir_free(cfg.work_dir, wait_s)
+        return None
+    hold_work_dir(cfg.work_dir, wait_s)  # rank 0, until this process ends: one trainer per dir
+    choose_resume(cfg, args.resume)  # once the work dir is ours (another may be writing there)
+    identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))
+    cuda = torch.cuda.is_available()
+    views = resolve_train_views(cfg, cuda)  # train_views='auto': on a GPU, there
+    pin_batches(cfg, cuda)
+    use_prefetch_loop(cfg)  # device views: the next batch's drawn while the step runs
+    use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
+    check_data(cfg)
+    warning = configure_wandb(cfg)
+    if warning and dist.is_main():
+        print(warning, file=sys.stderr)
+    setup_cpu_distributed(cfg, args.launcher)
+    return PreparedRun(cfg, identity, cfg.load_from if cfg.get('resume') else None, views,
+                       cfg.work_dir, warning)

@@ -65,3 +65,23 @@ def test_old_module_path_in_custom_imports_names_components(tmp_path, old):
         read_config(str(path))
     message = str(info.value)
     assert '\n' not in message and old in message and 'benchmark.components' in message
+
+
+def test_a_prepared_run_holds_its_checked_config_identity_views_and_work_dir(tmp_path):
+    """tools/train.py's arguments to a PreparedRun; --check-only stops once the config is
+    checked and the work dir found free, holding nothing."""
+    from argparse import Namespace
+
+    from benchmark.engine.launch import prepare_run
+    from benchmark.engine.work_dir_lock import TRAINER_LOCK, release_work_dir
+    args = Namespace(config=CONFIG, cfg_options={'train_cfg.max_epochs': 1}, launcher='none',
+                     work_dir=str(tmp_path / 'w'), resume='auto', check_only=True)
+    assert prepare_run(args, 0.0) is None and not (tmp_path / 'w').exists()
+    run = prepare_run(Namespace(**{**vars(args), 'check_only': False}), 0.0)
+    try:
+        assert run.cfg.train_cfg.max_epochs == 1 and run.work_dir == str(tmp_path / 'w')
+        assert set(run.identity) == {'config_text', 'setting'} and run.resume is None
+        assert run.views == 'device'  # the digits configs draw their views on the device
+        assert (tmp_path / 'w' / TRAINER_LOCK).exists()  # held by this process
+    finally:
+        release_work_dir(run.work_dir)
