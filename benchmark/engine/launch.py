@@ -219,11 +219,9 @@ def check_data(cfg: Config, decode_images: bool = True) -> None:
 
 @dataclass
 class PreparedRun:
-    """A training run ready for ``Runner.from_cfg(run.cfg)``: its checked config (with what it
-    resumes from), its identity (what its records' config_sha256 hashes, and their setting,
-    taken before the run edits the config), the checkpoint it resumes from, where its views are
-    drawn, its work dir (held by this process until it ends or releases it) and wandb's warning
-    (None where tracking is as configured)."""
+    """A training run ready for ``Runner.from_cfg(run.cfg)``: its checked config, its identity
+    (taken before the run edits the config), the checkpoint it resumes from, where its views are
+    drawn, its work dir (held by this process) and wandb's warning (None: as configured)."""
     cfg: Config
     identity: Dict[str, Any]
     resume: Optional[str]
@@ -234,14 +232,9 @@ class PreparedRun:
 
 def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[PreparedRun]:
     """tools/train.py's parsed arguments to a `PreparedRun`; None with ``args.check_only``
-    once the config is checked and the work dir found free (dist_train.sh checks once, in one
-    process, before it starts the training processes). A --resume waits up to
-    `resume_wait_s` for the work dir's holder to go (a stopped job may still be saving).
-
-    Raises:
-        WorkDirBusy: Another process trains in the work dir.
-        ValueError, OSError, KeyError, TypeError: Bad input, one line.
-    """
+    once the config is checked and the work dir found free (dist_train.sh's check). A --resume
+    waits up to `resume_wait_s` for the work dir's holder (a stopped job may still be saving).
+    Raises WorkDirBusy, or bad input (ValueError, OSError, KeyError, TypeError) as one line."""
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
     wait_s = resume_wait_s if args.resume else 0.0
