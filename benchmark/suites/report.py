@@ -36,7 +36,7 @@ from benchmark.reports.sequential import summary_lines
 from benchmark.reports.suite_board import (CLASSIFICATION_PROTOCOLS, SUITE_SUMMARY, hardware,
                                            monitor_series, paper_beside_ours, plot_monitor_curves,
                                            summary_markdown, suite_markdown)
-from benchmark.reports.tables import render_csv
+from benchmark.reports.tables import render_csv, render_markdown
 from benchmark.reports.verdicts import verdicts
 
 
@@ -107,6 +107,44 @@ def suite_records(suite: Suite, plans: List[RunPlan], records: List[dict],
     return out
 
 
+def equal_compute_records(plans: List[RunPlan], records: List[dict]) -> List[dict]:
+    """The records of the runs at the suite's budget (`budget.budget_runs`) as one experiment:
+    each placed at the budget's baseline epochs and without the overrides that set its epochs
+    and schedule (its variant still names them), so each method's rows are compared with the
+    baseline's at the same training FLOPs by the same tests, families, Holm and verdicts."""
+    index = index_records(_newest_per_step(records))
+    out = []
+    for plan in plans:
+        budget = plan.run.budget
+        if not budget:
+            continue
+        for record in run_records(index, plan.run):
+            kept = {k: v for k, v in (record.get('overrides') or {}).items()
+                    if k != 'train_cfg.max_epochs' and not k.startswith('param_scheduler')}
+            out.append(dict(record, overrides=kept, variant=plan.run.variant_label,
+                            pretrain_epochs=budget['baseline_epochs']))
+    return out
+
+
+def equal_compute_lines(plans: List[RunPlan], records: List[dict], policy) -> List[str]:
+    """The page's section at equal training compute ([] for a suite without a budget): its
+    verdicts, then its tables."""
+    budget = next((p.run.budget for p in plans if p.run.budget), None)
+    chosen = equal_compute_records(plans, records)
+    if not budget or not chosen:
+        return []
+    rows = build_rows(chosen, (), policy)
+    said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
+    tables = render_markdown(rows, '', legend=False).split('\n', 1)[1]
+    epochs = {f"{method_label(p.run.info['method'])} {p.run.max_epochs}": None
+              for p in plans if p.run.budget}
+    return ['', '## At equal training compute', '',
+            f"Each method at the whole number of epochs whose training FLOPs come nearest those of "
+            f"{budget['baseline']} at {budget['baseline_epochs']} epochs ({', '.join(epochs)}; "
+            'the sections are titled with the baseline\'s epochs): the same paired tests, '
+            'families, Holm and verdicts as above.', ''] + [f'- {v}' for v in said] + [tables]
+
+
 def _missing_status(outcome: Optional[Outcome], plan: RunPlan,
                     evaluation: Evaluation) -> Tuple[str, str]:
     if outcome is not None and outcome.state in ('submitted', 'queued') or plan.train == 'queued':
@@ -171,7 +209,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                                               f'{display_path(folder)}/runs/*.json',
                                               SUITE_CURVES if has_curves is True
                                               else has_curves or '',
-                                              figures=figures, verdicts=said) + block)
+                                              figures=figures, verdicts=said) + block
+                      + '\n'.join(equal_compute_lines(plans, found, suite.policy)))
     summary = folder / SUITE_SUMMARY
     atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
                                                      hardware(found)) + block)

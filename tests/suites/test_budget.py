@@ -135,3 +135,32 @@ def test_an_odd_budget_and_a_variant_grid(tmp_path, fake_costs):
     matched = [r for r in suite.runs if r.budget and r.config == DIGITS[1]]
     assert [r.max_epochs for r in matched] == [5]
     assert matched[0].option_args[:2] == ['model.backbone.width=0.25', 'train_cfg.max_epochs=5']
+
+
+def test_the_page_compares_each_method_with_the_baseline_at_equal_compute(tmp_path,
+                                                                          fake_costs):
+    """The budget's runs as one experiment: MixCo at its 13 epochs against MoCo-v2 at the
+    budget's 17, paired seed by seed, with a family, Holm and a verdict cell; the runs at the
+    configs' own 30 epochs stay out of it."""
+    from benchmark.reports.leaderboard import build_rows
+    from benchmark.suites.report import equal_compute_lines, equal_compute_records
+    from tests.suites.planned_records import planned_records
+    path = tmp_path / 'matched.py'
+    path.write_text(f'configs = {DIGITS!r}\nseeds = [0, 1, 2, 3, 4]\nevaluations = '
+                    "[dict(protocols=['knn'])]\n"
+                    "budget = dict(baseline='configs/mocov2_r18_digits.py', epochs=17)\n")
+    suite = expand_suite(str(path), results_root=str(tmp_path / 'r'),
+                         work_root=str(tmp_path / 'w'))
+    plans = plan_suite(suite, [])
+    records = planned_records(suite, plans)
+    chosen = equal_compute_records(plans, records)
+    assert sorted({(r['method'], r['variant']) for r in chosen}) == [
+        ('mixco', 'train_cfg.max_epochs=13'), ('mocov2', 'train_cfg.max_epochs=17')]
+    assert {r['pretrain_epochs'] for r in chosen} == {17} and len(chosen) == 10
+    rows = {r['method']: r for r in build_rows(chosen, (), suite.policy)}
+    compare = rows['mixco']['compare']
+    assert compare['baseline'] == 'mocov2' and compare['paired']['n'] == 5
+    assert compare['family'] == 'primary' and compare.get('p_holm') is not None
+    page = '\n'.join(equal_compute_lines(plans, records, suite.policy))
+    assert '## At equal training compute' in page and 'mocov2_r18_digits at 17 epochs' in page
+    assert '(MoCo-v2 17, MixCo (MoCo-v2) 13; ' in page and '| undecided (primary, 1) |' in page
