@@ -37,7 +37,7 @@ METRICS: Tuple[Tuple[str, str], ...] = (('knn', 'top1'), ('linear_fast', 'top1')
                                         ('online_linear', 'top1'))
 LEVEL = 0.99  # the bound's two-sided coverage
 SPREAD, TIMES, TIMING = 'spread.json', 'times.md', 'demo_time.json'
-Key = Tuple[str, str, str]  # method, protocol, metric
+Key = Tuple[str, str, int, str, str]  # method, backbone, epochs, protocol, metric
 
 
 def kind(record: dict) -> str:
@@ -53,19 +53,22 @@ def torch_of(record: dict) -> str:
 
 
 def seed_values(records: Iterable[dict]) -> Dict[Key, Dict[int, float]]:
-    """(method, protocol, metric) -> {seed: value} of every number `METRICS` names."""
+    """(method, backbone, epochs, protocol, metric) -> {seed: value} of every number `METRICS`
+    names: a value is only ever compared with one of the same method and setting."""
     out: Dict[Key, Dict[int, float]] = {}
     for record in records:
         for protocol, metric in METRICS:
             value = ((record.get('protocols') or {}).get(protocol) or {}).get(
                 'metrics', {}).get(metric)
             if isinstance(value, (int, float)):
-                out.setdefault((record['method'], protocol, metric), {})[record['seed']] = value
+                key = (record['method'], record.get('backbone'), record.get('pretrain_epochs'),
+                       protocol, metric)
+                out.setdefault(key, {})[record['seed']] = value
     return out
 
 
 def _label(key: Key) -> str:
-    return f'{PROTOCOLS[key[1]].split(" (")[0].split(",")[0]} {key[2]}'
+    return f'{PROTOCOLS[key[3]].split(" (")[0].split(",")[0]} {key[4]}'
 
 
 def measure_spread(kinds: Dict[str, Sequence[dict]]) -> dict:
@@ -93,7 +96,7 @@ def measure_spread(kinds: Dict[str, Sequence[dict]]) -> dict:
                  for i, a in enumerate(names) for b in names[i + 1:]
                  for s in sorted(set(per_kind[a][key]) & set(per_kind[b][key]))]
         rows.append(dict(
-            method=key[0], protocol=key[1], metric=key[2],
+            method=key[0], backbone=key[1], epochs=key[2], protocol=key[3], metric=key[4],
             sd=math.sqrt(squares / df) if df else None, df=df,
             n={name: len(per_kind[name][key]) for name in names},
             mean={name: fmean(per_kind[name][key].values()) for name in names},
@@ -110,7 +113,8 @@ def bound(sd: float, df: int, n: int, m: int) -> float:
 
 
 def _spread_rows(spread: Optional[dict]) -> Dict[Key, dict]:
-    return {(r['method'], r['protocol'], r['metric']): r for r in (spread or {}).get('metrics', [])}
+    return {(r['method'], r.get('backbone'), r.get('epochs'), r['protocol'], r['metric']): r
+            for r in (spread or {}).get('metrics', [])}
 
 
 def compare(user: Sequence[dict], reference: Sequence[dict],

@@ -21,7 +21,8 @@ def rec(method, seed, knn, host=AVX512, torch='2.14.1', linear=None):
     if linear is not None:
         protocols['linear_fast'] = {'metrics': {'top1': linear}}
     return dict(method=method, seed=seed, protocols=protocols, host=dict(host),
-                versions={'torch': torch})
+                versions={'torch': torch}, backbone='resnet18-w0.25',
+                pretrain_epochs=0 if method == 'random_init' else 30)
 
 
 def test_on_the_published_kind_every_value_must_be_equal_bit_for_bit():
@@ -41,9 +42,10 @@ def test_on_the_published_kind_every_value_must_be_equal_bit_for_bit():
 
 
 def spread_of(sd, df):
-    return {'metrics': [dict(method='mocov2', protocol='knn', metric='top1', sd=sd, df=df),
-                        dict(method='random_init', protocol='knn', metric='top1', sd=None, df=0,
-                             equal_across_kinds=True)]}
+    same = dict(backbone='resnet18-w0.25', protocol='knn', metric='top1')
+    return {'metrics': [dict(method='mocov2', epochs=30, sd=sd, df=df, **same),
+                        dict(method='random_init', epochs=0, sd=None, df=0,
+                             equal_across_kinds=True, **same)]}
 
 
 def test_on_another_kind_a_mean_is_judged_by_the_seeds_spread():
@@ -63,6 +65,9 @@ def test_on_another_kind_a_mean_is_judged_by_the_seeds_spread():
     rows, _ = ref.compare(near, published, None)
     assert not rows[1]['finding'] and 'no measured spread' in rows[1]['verdict']
     rows, _ = ref.compare([rec('mocov2', 7, 88.0, AVX2)], published, spread_of(1.0, 10))
+    assert rows[0]['verdict'] == 'no published value for these seeds'
+    wide = dict(rec('mocov2', 0, 86.0, AVX2), backbone='resnet18')  # another setting
+    rows, _ = ref.compare([wide], published, spread_of(1.0, 10))
     assert rows[0]['verdict'] == 'no published value for these seeds'
 
 
