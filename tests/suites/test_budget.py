@@ -164,3 +164,20 @@ def test_the_page_compares_each_method_with_the_baseline_at_equal_compute(tmp_pa
     page = '\n'.join(equal_compute_lines(plans, records, suite.policy))
     assert '## At equal training compute' in page and 'mocov2_r18_digits at 17 epochs' in page
     assert '(MoCo-v2 17, MixCo (MoCo-v2) 13; ' in page and '| undecided (primary, 1) |' in page
+
+
+def test_the_suite_keeps_its_counts_when_it_runs_and_not_in_a_dry_run(tmp_path, stubs,
+                                                                        fake_costs,
+                                                                        monkeypatch):
+    from benchmark.suites.suite import run_suite
+    monkeypatch.setenv('SBATCH_REFUSES', 'Batch job submission failed: Invalid partition name')
+    path = tmp_path / 'matched.py'
+    path.write_text(f'configs = {DIGITS!r}\nseeds = [0]\nslurm = dict(time=\'1:00:00\')\n'
+                    "budget = dict(baseline='configs/mocov2_r18_digits.py', epochs=17)\n")
+    kept = tmp_path / 'r' / 'suites' / 'matched' / budget.COSTS_FILE
+    options = dict(results_root=str(tmp_path / 'r'), work_root=str(tmp_path / 'w'),
+                   use_wandb=False, out=lambda *a, **k: None)
+    assert run_suite(str(path), dry_run=True, **options) == 0 and not kept.exists()
+    assert run_suite(str(path), launcher='slurm', partition='nope', **options) == 1
+    assert sorted(c['flops_per_image'] for c in json.loads(kept.read_text()).values()) == \
+        [7.0e6, 9.1e6]
