@@ -97,3 +97,23 @@ def test_the_forward_and_losses_trace_as_one_graph(method, tiny_backbones):
     assert explained.graph_break_count == 0, [str(b.reason)[:200]
                                               for b in explained.break_reasons]
     assert explained.graph_count == 1
+
+
+@pytest.mark.slow
+def test_five_compiled_steps_equal_five_eager_steps(tiny_backbones):
+    """MixCo in fp32: torch.compile of the whole step (forward and losses as one graph, its
+    backward compiled by AOTAutograd, the optimizer step as another graph; inductor drawing
+    random numbers as eager does) gives the eager step's losses (relative 1e-5) and state: every
+    weight, buffer and the queue within 1e-5 of the eager one relative to its norm (1e-8 more
+    for tensors near zero, such as the key encoder's young biases)."""
+    model, optimizer = build('mixco')
+    twin, twin_optimizer = copy.deepcopy((model, optimizer))
+    rng = capture_rng_state()
+    torch._dynamo.reset()
+    step = torch.compile(whole_step, options={'fallback_random': True})
+    compiled = [step(model, optimizer, batch(seed))['loss'].detach() for seed in range(5)]
+    restore_rng_state(rng)
+    eager = [whole_step(twin, twin_optimizer, batch(seed))['loss'].detach() for seed in range(5)]
+    assert torch.allclose(torch.stack(compiled), torch.stack(eager), rtol=1e-5, atol=0)
+    for (name, ours), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert (ours - theirs).float().norm() <= 1e-5 * theirs.float().norm() + 1e-8, name
