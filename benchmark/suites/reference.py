@@ -67,8 +67,11 @@ def seed_values(records: Iterable[dict]) -> Dict[Key, Dict[int, float]]:
     return out
 
 
+SHORT = {'knn': 'kNN', 'linear_fast': 'linear (fast)', 'online_linear': 'linear (online)'}
+
+
 def _label(key: Key) -> str:
-    return f'{PROTOCOLS[key[3]].split(" (")[0].split(",")[0]} {key[4]}'
+    return f'{SHORT.get(key[3], PROTOCOLS[key[3]])} {key[4]}'
 
 
 def measure_spread(kinds: Dict[str, Sequence[dict]]) -> dict:
@@ -136,7 +139,7 @@ def compare(user: Sequence[dict], reference: Sequence[dict],
                    yours=fmean(yours[s] for s in seeds) if seeds else fmean(yours.values()),
                    published=fmean(published[s] for s in seeds) if seeds else None, finding=False)
         if not seeds:
-            row['verdict'] = 'no published value for these seeds'
+            row['verdict'] = 'not published (another setting, or other seeds)'
         elif all(yours[s] == published[s] for s in seeds):
             row['verdict'] = 'equal, bit for bit'
         elif same_kind:
@@ -183,6 +186,9 @@ def check_lines(rows: Sequence[dict], sides: dict, reference_dir: str) -> List[s
         lines.append(f"  {r['method']:<{width}}  {r['metric']:<{mwidth}}  {published:>9}  "
                      f"{r['yours']:>9.2f}  {r['verdict']}")
     findings = sum(r['finding'] for r in rows)
+    if all(r['published'] is None for r in rows):
+        return lines + ['  nothing to compare: the published records hold another setting or '
+                        'other seeds']
     lines.append(f'  {findings} finding(s): a value beyond the spread, or a difference on the '
                  'published CPU kind, is worth a look (docs/suites.md#the-demo-and-its-reference)'
                  if findings else

@@ -65,10 +65,12 @@ def test_on_another_kind_a_mean_is_judged_by_the_seeds_spread():
     rows, _ = ref.compare(near, published, None)
     assert not rows[1]['finding'] and 'no measured spread' in rows[1]['verdict']
     rows, _ = ref.compare([rec('mocov2', 7, 88.0, AVX2)], published, spread_of(1.0, 10))
-    assert rows[0]['verdict'] == 'no published value for these seeds'
+    assert rows[0]['verdict'] == 'not published (another setting, or other seeds)'
     wide = dict(rec('mocov2', 0, 86.0, AVX2), backbone='resnet18')  # another setting
     rows, _ = ref.compare([wide], published, spread_of(1.0, 10))
-    assert rows[0]['verdict'] == 'no published value for these seeds'
+    assert rows[0]['verdict'] == 'not published (another setting, or other seeds)'
+    assert ref.check_lines(rows, _, 'ref')[-1] == ('  nothing to compare: the published records '
+                                                   'hold another setting or other seeds')
 
 
 def test_the_spread_is_the_pooled_seed_sd_checked_against_numpy():
@@ -133,7 +135,7 @@ def test_the_tool_checks_measures_and_publishes(tmp_path, capsys):
     capsys.readouterr()
     assert tool.main(['check', str(yours), str(published), '--started', '0']) == 0
     out = capsys.readouterr().out
-    assert 'MoCo-v2  kNN top1      87.00      87.00  equal, bit for bit' in out
+    assert 'MoCo-v2  kNN top1      87.00      87.00  equal, bit for bit' in out, out
     assert 'no finding' in out and 'The demo took' in out
     timing = json.loads((yours / ref.TIMING).read_text())
     assert timing['runs'] == 2 and timing['kind'] == ref.kind(built('x', 0, 0, AVX512))
