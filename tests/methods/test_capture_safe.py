@@ -100,20 +100,36 @@ def test_the_forward_and_losses_trace_as_one_graph(method, tiny_backbones):
 
 
 @pytest.mark.slow
-def test_five_compiled_steps_equal_five_eager_steps(tiny_backbones):
+def test_five_compiled_steps_equal_eager_and_resume_exactly(tiny_backbones):
     """MixCo in fp32: torch.compile of the whole step (forward and losses as one graph, its
     backward compiled by AOTAutograd, the optimizer step as another graph; inductor drawing
     random numbers as eager does) gives the eager step's losses (relative 1e-5) and state: every
     weight, buffer and the queue within 1e-5 of the eager one relative to its norm (1e-8 more
-    for tensors near zero, such as the key encoder's young biases)."""
+    for tensors near zero, such as the key encoder's young biases). Resumed from a checkpoint
+    taken after three steps, the compiled run ends with the uninterrupted one's state bit for bit."""
     model, optimizer = build('mixco')
     twin, twin_optimizer = copy.deepcopy((model, optimizer))
     rng = capture_rng_state()
     torch._dynamo.reset()
     step = torch.compile(whole_step, options={'fallback_random': True})
-    compiled = [step(model, optimizer, batch(seed))['loss'].detach() for seed in range(5)]
+    compiled = []
+    for seed in range(5):
+        if seed == 3:  # a checkpoint after three steps: weights, queue, optimizer, generators
+            checkpoint = copy.deepcopy((model.state_dict(), optimizer.state_dict(),
+                                        capture_rng_state()))
+        compiled.append(step(model, optimizer, batch(seed))['loss'].detach())
+    uninterrupted = copy.deepcopy(model.state_dict())
     restore_rng_state(rng)
     eager = [whole_step(twin, twin_optimizer, batch(seed))['loss'].detach() for seed in range(5)]
     assert torch.allclose(torch.stack(compiled), torch.stack(eager), rtol=1e-5, atol=0)
     for (name, ours), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
         assert (ours - theirs).float().norm() <= 1e-5 * theirs.float().norm() + 1e-8, name
+
+    weights, optimizer_state, generators = checkpoint  # resumed: the compiled step goes on
+    model.load_state_dict(weights)
+    optimizer.load_state_dict(optimizer_state)
+    restore_rng_state(generators)
+    for seed in (3, 4):
+        step(model, optimizer, batch(seed))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 uninterrupted.values()))
