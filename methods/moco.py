@@ -229,8 +229,8 @@ class MoCo(EncoderModel):
         """One training step's loss dict from the two augmented views."""
         x_q, x_k = inputs
         # One snapshot, read before this step's keys enter. A product, not clone(): torch.compile
-        # (2.14) drops the clone of a buffer that the step then writes in place (pytorch/pytorch
-        # #198031), and the backward would see this step's keys in the queue.
+        # (2.14) drops the clone of a buffer that the step then writes in place
+        # (pytorch/pytorch#198031), and the backward would see this step's keys in the queue.
         queue = self.queue.detach() * 1
         losses, keys = self.contrast(x_q, x_k, queue)
         self.enqueue(keys)
