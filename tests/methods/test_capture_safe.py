@@ -106,9 +106,13 @@ def test_five_compiled_steps_equal_eager_and_resume_exactly(tiny_backbones):
     random numbers as eager does) gives the eager step's losses (relative 1e-5) and state: every
     weight, buffer and the queue within 1e-5 of the eager one relative to its norm (1e-8 more
     for tensors near zero, such as the key encoder's young biases). Resumed from a checkpoint
-    taken after three steps, the compiled run ends with the uninterrupted one's state bit for bit."""
+    taken after three steps, the compiled run ends with the uninterrupted one's state bit for bit.
+    Its learning rate is a tensor: a new value takes effect without compiling again."""
     model, optimizer = build('mixco')
     twin, twin_optimizer = copy.deepcopy((model, optimizer))
+    # The compiled step's learning rate is a tensor: a scheduler changes it without recompiling.
+    optimizer = torch.optim.SGD(optimizer.param_groups[0]['params'], lr=torch.tensor(0.1),
+                                momentum=0.9, weight_decay=1e-4, foreach=True)
     rng = capture_rng_state()
     torch._dynamo.reset()
     step = torch.compile(whole_step, options={'fallback_random': True})
@@ -133,3 +137,11 @@ def test_five_compiled_steps_equal_eager_and_resume_exactly(tiny_backbones):
         step(model, optimizer, batch(seed))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                  uninterrupted.values()))
+    graphs = torch._dynamo.utils.counters['stats']['unique_graphs']
+    optimizer.param_groups[0]['lr'].fill_(0.05)
+    weight = model.backbone[0].weight
+    before = weight.detach().clone()
+    step(model, optimizer, batch(5))
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] == graphs
+    update = optimizer.state[weight]['momentum_buffer']  # SGD: w <- w - lr * momentum buffer
+    assert torch.allclose(weight, before - 0.05 * update, rtol=0, atol=1e-7)
