@@ -201,6 +201,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     figures = {**section_figures(rows, str(folder)), **aggregate_figures(rows, str(folder))}
     said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
+    at_budget = '\n'.join(equal_compute_lines(plans, found, suite.policy))
     block = ''
     state = folder / SEQUENTIAL_FILE
     if sequential and state.is_file():  # --until-decided's decisions, look by look
@@ -210,10 +211,10 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
                                               SUITE_CURVES if has_curves is True
                                               else has_curves or '',
                                               figures=figures, verdicts=said) + block
-                      + '\n'.join(equal_compute_lines(plans, found, suite.policy)))
+                      + at_budget)
     summary = folder / SUITE_SUMMARY
     atomic_write_text(str(summary), summary_markdown(meta, rows, said, figures, generated,
-                                                     hardware(found)) + block)
+                                                     hardware(found)) + block + at_budget)
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
     explorer = render_explorer(rows, csv_text, folder, suite.record_dirs, f'Suite {suite.name}',
