@@ -6,7 +6,7 @@
 # The page's last section, 'At equal training compute', gives the verdicts there beside the
 # equal-epoch ones (docs/suites.md#runs-at-equal-training-compute).
 configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py']
-seeds = [0, 1, 2, 3, 4]
+seeds = [0, 1, 2, 3, 4, 5, 6]
 procs = 1
 cfg_options = {'train_dataloader.batch_size': 64, 'model.backbone.width': 0.25}
 evaluations = ['default']

@@ -129,7 +129,7 @@ def test_shipped_suites_expand_and_validate():
         'mocov2', 'mixco', 'imix', 'unmix', 'mochi'}
     compute = suites['compute_digits']  # MixCo's step costs more: fewer epochs at equal FLOPs
     matched = {r.info['method']: r.max_epochs for r in compute.runs if r.budget}
-    assert matched['mocov2'] == 30 and 18 <= matched['mixco'] < 30 and len(compute.runs) == 15
+    assert matched['mocov2'] == 30 and 18 <= matched['mixco'] < 30 and len(compute.runs) == 21
 
 
 @pytest.mark.parametrize('text, message', [
