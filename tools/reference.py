@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.started is not None:
             timing = ref.record_timing(Path(args.results), args.started, time.time(), records)
             print(f"The demo took {timing['seconds'] / 60:.1f} min on {timing['kind']} "
-                  f"({timing['runs']} run(s) trained or evaluated now).")
+                  + (f"({timing['runs']} run(s) trained or evaluated now)." if timing['runs'] else
+                     '(every run had its record: rendered only).'))
         rows, sides = ref.compare(records, ref.load(Path(args.reference)),
                                   ref.load_spread(Path(args.reference)))
         print('\n'.join(ref.check_lines(rows, sides, args.reference)))

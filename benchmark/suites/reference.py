@@ -175,8 +175,11 @@ def check_lines(rows: Sequence[dict], sides: dict, reference_dir: str) -> List[s
         kinds, torches, seeds = sides[name]
         return (f"{' / '.join(kinds)}, torch {', '.join(torches)}, seeds "
                 f"{' '.join(map(str, seeds)) or '-'}")
+    compared = sorted({s for r in rows for s in r['seeds']})
     lines = [f'Reproduction against the published records ({reference_dir}):',
-             f'  published: {side("reference")}', f'  yours:     {side("yours")}']
+             f'  published: {side("reference")}', f'  yours:     {side("yours")}',
+             f"  compared seed for seed on seeds {' '.join(map(str, compared)) or '-'} "
+             '(values: means over them)']
     width = max([len(r['method']) for r in rows] + [6])
     mwidth = max([len(r['metric']) for r in rows] + [6])
     lines.append(f"  {'method':<{width}}  {'metric':<{mwidth}}  published      yours  "
@@ -206,7 +209,7 @@ def store(results: Path, reference: Path) -> List[Path]:
         raise FileNotFoundError(f'{results}/runs: no records to publish; run the suite first')
     staging = reference.with_name(reference.name + '.new')
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(results, staging, ignore=shutil.ignore_patterns(TIMING, '*.tmp'))
+    shutil.copytree(results, staging, ignore=shutil.ignore_patterns(TIMING, '*.tmp', 'wandb'))
     for name in (SPREAD, TIMES):
         if (reference / name).exists():
             shutil.copy2(reference / name, staging / name)
