@@ -14,7 +14,9 @@ _base_ = [
 ]
 train_dataloader = dict(dataset=dict(view=dict(name='simclr', min_scale=0.2)))
 optim_wrapper = dict(optimizer=dict(lr=0.15, weight_decay=1e-6))
-param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=10, T_max=100, eta_min=0.0)]
+# end is given, as T_max: a shorter run (a test's few epochs) keeps 0.15 throughout, as theirs would.
+param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=10, end=100, T_max=100,
+                       eta_min=0.0)]
 model = dict(
     type='SimCLR',
     backbone=dict(depth=18, small_stem=False),

@@ -3,5 +3,6 @@
 _base_ = ['./simclr_r18_tiny.py']
 train_cfg = dict(max_epochs=200)
 # The authors' T_max is the run's epochs (their --epochs): 10 epochs at 0.15, then the cosine.
-param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=10, T_max=200, eta_min=0.0)]
+param_scheduler = [dict(type='CosineAnnealingLR', by_epoch=True, begin=10, end=200, T_max=200,
+                       eta_min=0.0)]
 model = dict(backbone=dict(depth=50))

@@ -42,7 +42,7 @@ def test_the_authors_simclr_schedule_is_stretched_with_the_epochs():
     cfg = read_config('configs/simclr_r18_tiny.py')
     options = stretched_schedule(cfg, 73)
     assert options == {'train_cfg.max_epochs': 73, 'param_scheduler.0.begin': 7,
-                       'param_scheduler.0.T_max': 73}
+                       'param_scheduler.0.end': 73, 'param_scheduler.0.T_max': 73}
     assert schedule_text(cfg, 73) == 'CosineAnnealingLR epochs 7-73 (T_max 73)'
     merge_options(cfg, options)
     got = np.array(epoch_lrs(cfg))

@@ -77,7 +77,7 @@ def test_tool_bad_input_is_one_line(name, args, words, files, one_error_line):
 @pytest.mark.parametrize('args, needle', [
     (['--batch', '5'], '--batch=5'),
     (['--configs', 'gpu-fp16'], "'gpu-fp16'"),
-    (['--paper', '--images', '64', '--batch', '8', '--pipeline-iters', '4'], 'raise --images'),
+    (['--paper', '--images', '48', '--batch', '8', '--pipeline-iters', '4'], 'raise --images'),
     (['--images', '0'], '--images=0')])
 def test_benchmark_speed_settings_errors_name_the_tool(args, needle, one_error_line):
     line = one_error_line(benchmark_speed, *args, words=[needle])
