@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmark.atomic_io import atomic_write_text
 from benchmark.cli import ArgumentParser, existing_dir, run_tool
+from benchmark.reports.records import load_records
 from benchmark.suites import reference as ref
 
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         each.add_argument('--debug', action='store_true', help='show tracebacks')
     args = parser.parse_args(argv)
     if args.command == 'check':
-        records = ref.load(Path(args.results))
+        records = load_records(args.results)
         if not records:
             raise FileNotFoundError(f'{args.results}/runs: no records; run the suite first')
         if args.started is not None:
@@ -51,14 +52,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"The demo took {timing['seconds'] / 60:.1f} min on {timing['kind']} "
                   + (f"({timing['runs']} run(s) trained or evaluated now)." if timing['runs'] else
                      '(every run had its record: rendered only).'))
-        rows, sides = ref.compare(records, ref.load(Path(args.reference)),
+        rows, sides = ref.compare(records, load_records(args.reference),
                                   ref.load_spread(Path(args.reference)))
         print('\n'.join(ref.check_lines(rows, sides, args.reference)))
         return 0
     if args.command == 'spread':
         kinds: dict = {}
         for folder in args.folders:
-            for record in ref.load(Path(folder)):
+            for record in load_records(folder):
                 kinds.setdefault(ref.kind(record), []).append(record)
         if len(kinds) < 2:
             raise ValueError(f'spread: the folders hold records of {len(kinds)} CPU kind(s); '

@@ -19,6 +19,7 @@ and checks the assumption above: the same seed on two kinds differs by about sig
 """
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import shutil
@@ -241,10 +242,6 @@ def write_times(path: Path, timing: dict) -> None:
     atomic_write_text(str(path), text)
 
 
-def load(folder: Path) -> List[dict]:
-    return load_records(str(folder))
-
-
 def load_spread(reference: Path) -> Optional[dict]:
     path = reference / SPREAD
     return json.loads(path.read_text()) if path.exists() else None
@@ -254,7 +251,6 @@ def record_timing(results: Path, started: float, ended: float, records: Sequence
     """The demo's wall time on this CPU kind, with how many of its runs it trained or evaluated
     now, written to ``results/TIMING`` for `store` (a rerun that only rendered keeps the time
     of the run that trained)."""
-    import datetime
     start = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
     fresh = [r for r in records
              if datetime.datetime.fromisoformat(r['created']) >= start]
