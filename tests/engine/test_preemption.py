@@ -50,8 +50,12 @@ def exits(monkeypatch):
     def fake_exit(code):
         raise SystemExit(code)
     monkeypatch.setattr(preemption.os, '_exit', fake_exit)
+    # the real one ends every child of this process: pytest's, not the hook's (real-process tests)
+    stopped = []
+    monkeypatch.setattr(preemption, 'stop_workers', lambda: stopped.append(1) or [])
     monkeypatch.delenv(preemption.EXIT_CODE_FILE_ENV, raising=False)
     monkeypatch.delenv('RANK', raising=False)
+    return stopped
 
 
 @pytest.fixture
@@ -105,7 +109,7 @@ def test_signal_mid_epoch_saves_the_iteration_writes_the_marker_and_exits_143(tm
     hook._handle(signal.SIGTERM, None)
     with pytest.raises(SystemExit) as exit_info:
         hook.after_train_iter(runner, 3)
-    assert exit_info.value.code == 143
+    assert exit_info.value.code == 143 and exits == [1]  # the workers were ended first
     assert runner.hooks[1].calls == [('iter', 4)]
     assert (tmp_path / PREEMPTED_MARKER).read_text() == '4\n'
     assert outer.read_text() == '143\n'  # what tools/dist_train.sh exits with
