@@ -74,6 +74,22 @@ def _signals_as_they_were():
 
 
 @pytest.fixture(autouse=True)
+def _stops_end_only_the_tests_children(monkeypatch):
+    """A stop run in-process (a tool's Ctrl-C, PreemptionHook's exit) ends the children the
+    test started, not the ones the worker had before it (a session's Chromium, another test's
+    loader workers): the stop's own code ends every child of its process."""
+    import multiprocessing
+
+    from benchmark import stop
+    children, active = stop.child_pids, multiprocessing.active_children
+    before = set(children())
+    monkeypatch.setattr(stop, 'child_pids', lambda: [p for p in children() if p not in before])
+    monkeypatch.setattr(multiprocessing, 'active_children',
+                        lambda: [w for w in active() if w.pid not in before])
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _no_wandb_session_left():
     """Each test ends the wandb session it started: an in-process training starts one (even
     with wandb disabled) that keeps the environment it saw, and wandb then warns on stderr in a
