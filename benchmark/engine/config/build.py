@@ -1,13 +1,11 @@
 """Build what a config names through mmengine's registries, without data: the model on torch's
-meta device (the last one kept: a suite checks one config for many runs), the optimizer wrapper
-and schedulers on it, hooks, metrics, log processor and visualisation backends; each loader over
-a stand-in dataset of indices, its dataset's arguments bound to the dataset's signature (and its
-``check_arguments``: the views, no file read). Loops, the visualizer and the sections the
-Runner reads key by key are checked against their signatures."""
+meta device, the optimizer wrapper and schedulers on it, hooks, metrics, the log processor, the
+visualisation backends and each loader over a stand-in dataset of indices. Datasets, loops, the
+visualizer and the sections the Runner reads key by key: their signatures only."""
 import copy
 import inspect
 import json
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import torch
 from mmengine.optim import build_optim_wrapper
@@ -27,7 +25,7 @@ from methods.backbones import build_resnet
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
                       'checkpoint')
 STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
-LAST_MODEL: dict = {}
+LAST_MODEL: dict = {}  # the last model built: a suite checks one config for many runs
 
 
 def config_keys(model_wrapper_cfg: Optional[dict] = None, sync_bn: Optional[str] = None,
@@ -47,22 +45,32 @@ def auto_scale_lr(enable: bool = False, base_batch_size: Optional[int] = None) -
     """The keys of auto_scale_lr Runner.scale_lr reads."""
 
 
-def build(registry: Any, section: dict, path: str, default_type: Optional[str] = None,
+# The sections the Runner reads key by key (a dict where given: the Runner's signature says so):
+# (key path, the signature their keys fit, the keys mmengine passes itself).
+KEYWORD_SECTIONS = [('env_cfg', env_cfg, ()), ('env_cfg.mp_cfg', set_multi_processing,
+                                               ('distributed',)),
+                    ('randomness', Runner.set_randomness, ('self',)),
+                    ('auto_scale_lr', auto_scale_lr, ()), ('compile', torch.compile, ('model',))]
+# What the Runner builds itself: (key, registry, default type, the keys mmengine passes itself);
+# the model wrapper and visualizer are checked by their keywords, the log processor built.
+RUNNER_SECTIONS = [('model_wrapper_cfg', MODEL_WRAPPERS, None, ('module',)),
+                   ('log_processor', LOG_PROCESSORS, 'LogProcessor', ()),
+                   ('visualizer', VISUALIZERS, None, ())]
+
+
+def build(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
           skip: Iterable[str] = (), extra: Iterable[str] = (), build_it: bool = True,
-          drop: Iterable[str] = (), **default_args: Any) -> Tuple[Any, Any]:
-    """``registry.build(section)`` (less the keys in `drop`, which mmengine takes out first)
-    after its keywords are checked: (the type, what it built)."""
+          drop: Iterable[str] = (), **default_args: Any) -> Any:
+    """The type `section` names in `registry`, its keywords checked; with `build_it`, what
+    ``registry.build`` makes of it (without the keys in `drop`, which mmengine takes out)."""
     require_dict(section, path)
     if 'type' not in section and default_type is None:
         raise ConfigError(f'{path}.type: missing')
     cls = lookup(registry, section.get('type', default_type), path)
     check_call(section, cls, path, skip, {*extra, 'type', '_scope_'})
-    if not build_it:
-        return cls, None
-    def make(given: dict) -> Any:
-        args = {k: copy.deepcopy(v) for k, v in given.items() if k not in drop}
-        return registry.build(dict(args, type=cls), default_args=default_args or None)
-    return cls, attempt(make, section, path, cls)
+    return attempt(lambda given: registry.build(dict(
+        {k: copy.deepcopy(v) for k, v in given.items() if k not in drop}, type=cls),
+        default_args=default_args or None), section, path, cls) if build_it else cls
 
 
 def attempt(make: Callable[[dict], Any], section: dict, path: str, owner: Any) -> Any:
@@ -74,7 +82,13 @@ def attempt(make: Callable[[dict], Any], section: dict, path: str, owner: Any) -
         raise refused(err, section, path, owner, names, retry=make) from None
 
 
-def items(section: Any, path: str) -> List[Tuple[Any, str]]:
+def bind(check: Callable, section: dict, path: str, owner: Any, *first: Any) -> None:
+    """``check(*first, **section)`` without its type (a signature's bind), as `attempt`."""
+    attempt(lambda given: check(*first, **{k: copy.deepcopy(v) for k, v in given.items()
+                                           if k not in ('type', '_scope_')}), section, path, owner)
+
+
+def items(section: Any, path: str) -> list:
     """(item, path) of a list section (``custom_hooks.0``, as --cfg-options spells it) or a dict."""
     if isinstance(section, (list, tuple)):
         return [(item, f'{path}.{i}') for i, item in enumerate(section)]
@@ -92,7 +106,7 @@ def check_model(model: Any) -> torch.nn.Module:
     if key not in LAST_MODEL:  # on the meta device: tensors without storage (values unused)
         with torch.device('meta'):
             LAST_MODEL.clear()
-            LAST_MODEL[key] = build(MODELS, model, 'model')[1]
+            LAST_MODEL[key] = build(MODELS, model, 'model')
     return LAST_MODEL[key]
 
 
@@ -111,9 +125,7 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
         if isinstance(clip, dict) and clip.get('type', 'norm') in ('norm', 'value'):
             clip_fn = getattr(torch.nn.utils, f"clip_grad_{clip.get('type', 'norm')}_")
             check_call(clip, clip_fn, f'{path}.clip_grad', skip={'parameters'}, extra={'type'})
-            attempt(lambda given: inspect.signature(clip_fn).bind(
-                [], **{k: v for k, v in given.items() if k != 'type'}), clip, f'{path}.clip_grad',
-                clip_fn)
+            bind(inspect.signature(clip_fn).bind, clip, f'{path}.clip_grad', clip_fn, [])
     built = attempt(lambda given: build_optim_wrapper(model, copy.deepcopy(given)), wrapper, path,
                     str(wrapper.get('type', 'OptimWrapper')))
     loop = cfg.get('train_cfg') or {}
@@ -139,50 +151,45 @@ def check_hook(hook: Any, path: str) -> None:
     build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
 
 
-def check_hooks(defaults: Any, custom: Any) -> None:
-    require_dict(defaults, 'default_hooks')
+def check_hooks(defaults: dict, custom: list) -> None:
+    """A default hook by a name of the Runner's (or with a type), then the custom ones."""
     for name, hook in defaults.items():
         if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
             raise ConfigError(f"unknown key 'default_hooks.{name}'"
                               f'{hint(name, DEFAULT_HOOK_NAMES, "default_hooks")}')
         if hook is not None:
             check_hook(hook, f'default_hooks.{name}')
-    if not isinstance(custom, (list, tuple)):
-        raise ConfigError(f'custom_hooks must be a list, got {custom!r}')
     for hook, path in items(custom, 'custom_hooks'):
         check_hook(hook, path)
 
 
-def check_loader(loader: Any, path: str, randomness: dict) -> None:
+def check_loader(loader: Any, path: str, seed: Any) -> None:
     """Runner.build_dataloader over the stand-in dataset, once the dataset's arguments hold."""
     check_call(loader, DataLoader, path, extra={'num_batch_per_epoch',
                                                  'disable_subprocess_warning'})
     for key in ('dataset', 'sampler'):
         if key not in loader:
             raise ConfigError(f'{path}.{key}: missing')
-    dataset, where = loader['dataset'], f'{path}.dataset'
-    cls, _ = build(DATASETS, dataset, where, build_it=False)
-    check = getattr(cls, 'check_arguments', inspect.signature(cls).bind)
-    attempt(lambda given: check(**{k: copy.deepcopy(v) for k, v in given.items()
-                                   if k not in ('type', '_scope_')}), dataset, where, cls)
+    cls = build(DATASETS, loader['dataset'], f'{path}.dataset', build_it=False)
+    bind(getattr(cls, 'check_arguments', inspect.signature(cls).bind), loader['dataset'],
+         f'{path}.dataset', cls)  # a dataset's check_arguments: the views, no file read
     build(DATA_SAMPLERS, loader['sampler'], f'{path}.sampler', skip={'dataset'}, build_it=False)
     if isinstance(loader.get('batch_sampler'), dict):
         build(DATA_SAMPLERS, loader['batch_sampler'], f'{path}.batch_sampler',
               skip={'sampler', 'batch_size'}, build_it=False)
     for key in ('collate_fn', 'worker_init_fn'):  # its first argument is the DataLoader's
         if isinstance(loader.get(key), dict):
-            fn, _ = build(FUNCTIONS, loader[key], f'{path}.{key}', build_it=False)
+            fn = build(FUNCTIONS, loader[key], f'{path}.{key}', build_it=False)
             check_call(loader[key], fn, f'{path}.{key}', skip=list(accepted(fn)[0])[:1],
                        extra={'type', '_scope_'})
-    seed = randomness.get('seed')  # the Runner always passes one (drawn where None); a given
-    attempt(lambda given: Runner.build_dataloader(  # one spares the sampler drawing (and syncing)
+    attempt(lambda given: Runner.build_dataloader(  # a seed given spares the sampler drawing one
         dict(copy.deepcopy(given), dataset=STAND_IN), seed=seed if isinstance(seed, int) else 0),
         loader, path, DataLoader)
 
 
 def check_loop(loop: Any, path: str) -> None:
-    """Runner.build_*_loop: `type`, or (training) `by_epoch` choosing the epoch or iteration
-    loop. Keywords only: a loop needs a runner."""
+    """Runner.build_*_loop's keywords (a loop needs a runner): `type`, or (training) `by_epoch`
+    choosing the epoch or iteration loop."""
     require_dict(loop, path)
     default = {'val_cfg': 'ValLoop', 'test_cfg': 'TestLoop'}.get(path)
     if path == 'train_cfg':
@@ -203,35 +210,6 @@ def check_evaluator(evaluator: Any, path: str) -> None:
         build(METRICS, item, item_path)
 
 
-def check_runner_sections(cfg: dict) -> None:
-    """The sections the Runner reads key by key (a Visualizer: keywords only, one per name for
-    the whole process)."""
-    env, auto, visualizer = cfg.get('env_cfg'), cfg.get('auto_scale_lr'), cfg.get('visualizer')
-    if env is not None:
-        check_call(env, env_cfg, 'env_cfg')
-        if env.get('mp_cfg') is not None:
-            check_call(env['mp_cfg'], set_multi_processing, 'env_cfg.mp_cfg', skip={'distributed'})
-    if cfg.get('randomness') is not None:
-        check_call(cfg['randomness'], Runner.set_randomness, 'randomness', skip={'self'})
-    if auto is not None:
-        check_call(auto, auto_scale_lr, 'auto_scale_lr')
-        if auto.get('enable') and 'base_batch_size' not in auto:
-            raise ConfigError('auto_scale_lr.base_batch_size: missing')
-    if isinstance(cfg.get('compile'), dict):
-        check_call(cfg['compile'], torch.compile, 'compile', skip={'model'})
-    if cfg.get('model_wrapper_cfg') is not None:
-        build(MODEL_WRAPPERS, cfg['model_wrapper_cfg'], 'model_wrapper_cfg', skip={'module'},
-              build_it=False)
-    if cfg.get('log_processor') is not None:
-        build(LOG_PROCESSORS, cfg['log_processor'], 'log_processor', 'LogProcessor')
-    if visualizer is not None:
-        build(VISUALIZERS, visualizer, 'visualizer', build_it=False)
-        backends = visualizer.get('vis_backends') or []
-        for item, item_path in items([backends] if isinstance(backends, dict) else backends,
-                                     'visualizer.vis_backends'):
-            build(VISBACKENDS, item, item_path, extra={'name'}, drop={'name'}, save_dir='.')
-
-
 def check_sections(cfg: dict) -> None:
     """Every section a run builds, in the order the Runner builds them."""
     params = set(accepted(Runner)[0]) - {'cfg'}
@@ -241,7 +219,21 @@ def check_sections(cfg: dict) -> None:
     check_call({k: v for k, v in given.items() if k not in params}, config_keys, '')
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
-    check_runner_sections(cfg)
+    for path, fn, skip in KEYWORD_SECTIONS:
+        *parent, key = path.split('.')
+        section = (cfg.get(parent[0]) or {} if parent else cfg).get(key)
+        if isinstance(section, dict):
+            check_call(section, fn, path, skip)
+            if path == 'auto_scale_lr' and section.get('enable') and (
+                    'base_batch_size' not in section):
+                raise ConfigError(f'{path}.base_batch_size: missing')
+    for key, registry, default, skip in RUNNER_SECTIONS:
+        if cfg.get(key) is not None:
+            build(registry, cfg[key], key, default, skip, build_it=key == 'log_processor')
+    backends = (cfg.get('visualizer') or {}).get('vis_backends') or []
+    for item, item_path in items([backends] if isinstance(backends, dict) else backends,
+                                 'visualizer.vis_backends'):
+        build(VISBACKENDS, item, item_path, extra={'name'}, drop={'name'}, save_dir='.')
     model = check_model(cfg['model'])
     if cfg.get('optim_wrapper') is not None:
         check_optimizer(cfg, model)
@@ -251,7 +243,7 @@ def check_sections(cfg: dict) -> None:
             check_loop(cfg[key], key)
     for key in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         if cfg.get(key) is not None:
-            check_loader(cfg[key], key, cfg.get('randomness') or {})
+            check_loader(cfg[key], key, (cfg.get('randomness') or {}).get('seed'))
     for key in ('val_evaluator', 'test_evaluator'):
         if cfg.get(key) is not None:
             check_evaluator(cfg[key], key)

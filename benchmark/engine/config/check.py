@@ -1,10 +1,6 @@
-"""The pre-flight check of a config: what it names is built, without data, before anything starts.
-
-`validate_config` checks every value the tables of rules.py name, then builds what the config
-names (build.py, each component's signature read by keywords.py), then the rules across keys.
-A refusal is `ConfigError`, one line naming the key path, e.g. ``unknown key 'model.temprature'
-(did you mean 'model.temperature'?)`` or ``model.temperature=-0.1 refused by MoCo: ...``.
-"""
+"""The pre-flight check of a config: `read_config` and `merge_options` (a bad file or
+--cfg-options as one line), `validate_config` (what the config names built without data, then
+the rules across keys); a refusal is one `ConfigError` line naming the key path."""
 import copy
 import importlib
 import os
@@ -18,25 +14,14 @@ from benchmark import dist
 from benchmark.cli import one_line
 from benchmark.engine.config.build import check_sections
 from benchmark.engine.config.keywords import ConfigError, check_keys, require_dict
-from benchmark.engine.config.rules import check_pairing, check_run, check_values
-from benchmark.engine.config.views import fill_view_size, resolve_train_views
-
-__all__ = ['ConfigError', 'CfgOptionsAction', 'merge_options', 'read_config', 'validate_config']
+from benchmark.engine.config.rules import check_run, check_values
+from benchmark.engine.config.views import check_pairing, fill_view_size, resolve_train_views
 
 
 def validate_config(cfg: Config, world_size: Optional[int] = None,
                     cuda: Optional[bool] = None) -> None:
-    """Check a loaded config (cfg-options merged) by building what it names, without data.
-
-    Args:
-        cfg: The config (left as it is: the check builds from a copy).
-        world_size: Processes of the run (default: torchrun's WORLD_SIZE, else 1).
-        cuda: Whether the run trains on a CUDA device (default: whether one is available),
-            for ``train_views``.
-
-    Raises:
-        ConfigError: One line naming the key path, with a did-you-mean where one fits.
-    """
+    """Check a loaded config (left as it is) for a run of `world_size` processes (default:
+    torchrun's WORLD_SIZE, else 1) training on CUDA where `cuda` (default: where available)."""
     import_custom_modules(cfg.get('custom_imports'))
     top = cfg.to_dict() if isinstance(cfg, Config) else copy.deepcopy(dict(cfg))
     check_values(top)
@@ -46,15 +31,12 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
-    check_run(top, world_size_of_run() if world_size is None else world_size)
-
-
-def world_size_of_run() -> int:
-    """torchrun's WORLD_SIZE (tools/dist_train.sh sets it for its check as well), else 1."""
-    try:
-        return max(1, int(os.environ.get('WORLD_SIZE', '1')))
-    except ValueError:
-        return 1
+    if world_size is None:  # tools/dist_train.sh sets WORLD_SIZE for its check as well
+        try:
+            world_size = max(1, int(os.environ.get('WORLD_SIZE', '1')))
+        except ValueError:
+            world_size = 1
+    check_run(top, world_size)
 
 
 # Module paths that configs of earlier versions of the suite listed in custom_imports.
@@ -65,9 +47,8 @@ OLD_MODULES = ('benchmark.datasets', 'benchmark.sampler', 'benchmark.hooks',
 
 
 def read_config(path: str) -> Config:
-    """`Config.fromfile`, with a bad file as one ConfigError line: a missing file, a Python syntax
-    error (file and line; mmengine reports '<unknown>' as the file), a module of custom_imports
-    that cannot be imported (an old path names benchmark.components)."""
+    """`Config.fromfile`, a bad file (missing, a syntax error, a module of custom_imports that
+    does not import) as one ConfigError line."""
     if not os.path.isfile(path):
         raise ConfigError(f'config {path} not found; see configs/ for the list')
     try:
@@ -107,7 +88,7 @@ def merge_options(cfg: Config, options: dict) -> None:
 
 
 def import_custom_modules(custom: Optional[dict]) -> None:
-    """Import what the config registers (Config.fromfile did already; cfg-options may add)."""
+    """Import the modules custom_imports names (read_config leaves them to this: one line)."""
     if custom is None:
         return
     require_dict(custom, 'custom_imports')

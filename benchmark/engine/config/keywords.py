@@ -1,10 +1,5 @@
-"""What a component accepts and how it refuses, as one line that names the config key path.
-
-The keywords come from the ``__init__`` signatures along a class's bases (or a function's), with
-the types they declare; an error a constructor raises is traced to the key its message names
-(or whose value it quotes), e.g. ``model.temperature=-0.1 refused by MoCo: model.temperature
-must be > 0, got -0.1``, with a did-you-mean where one fits.
-"""
+"""What a component accepts (the keywords its signature declares, with their types) and its
+errors as one line naming the config key path, with a did-you-mean where one fits."""
 import collections.abc
 import copy
 import difflib
@@ -12,11 +7,14 @@ import inspect
 import re
 import types
 import typing
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
-
-from mmengine.registry import Registry
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from benchmark.cli import one_line
+
+TYPE_NAMES = {int: 'an integer', float: 'a number', bool: 'True or False', str: 'a string',
+              dict: 'a dict', list: 'a list', type(None): 'None'}
+BUILD_PREFIX = re.compile(r'^class `\w+` in [\w/.]+: ')  # what mmengine's Registry.build adds
+UNEXPECTED = re.compile(r"(\w*)(?:\.__init__)?\(\) got an unexpected keyword argument '(\w+)'")
 
 
 class ConfigError(ValueError):
@@ -47,35 +45,31 @@ def check_keys(section: dict, allowed: Iterable[str], path: str) -> None:
             raise ConfigError(f'unknown key {join_path(path, key)!r}{hint(key, allowed, path)}')
 
 
-def accepted(obj: Any) -> Tuple[Dict[str, inspect.Parameter], bool]:
-    """The keyword parameters of a function, or of a class's ``__init__`` and, where it passes
-    ``**kwargs`` on, its bases' (annotations resolved); and whether any key may be valid."""
+def accepted(obj: Any) -> Tuple[dict, bool]:
+    """The keyword parameters of a function, or of a class's ``__init__`` and, while it passes
+    ``**kwargs`` on, its bases'; and whether any key may be valid (``**kwargs`` to the end)."""
     is_class = inspect.isclass(obj)
     chain = [c.__dict__['__init__'] for c in obj.__mro__
              if '__init__' in c.__dict__ and c is not object] if is_class else [obj]
-    params: Dict[str, Any] = {}
+    params: dict = {}
     for fn in chain:
         sig = inspect.signature(fn)
-        for i, p in enumerate(sig.parameters.values()):
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) and not (
-                    is_class and i == 0):  # `self`
-                params.setdefault(p.name, p.replace(annotation=annotation(fn, p.annotation)))
+        for p in list(sig.parameters.values())[is_class:]:  # a class's: without `self`
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                params.setdefault(p.name, p.replace(annotation=resolved(fn, p.annotation)))
         if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
             return params, False
     return params, bool(chain)  # object.__init__ only: no keyword at all
 
 
-def annotation(fn: Any, given: Any) -> Any:
-    if not isinstance(given, str):  # `from __future__ import annotations` leaves strings
-        return given
+def resolved(fn: Any, hinted: Any) -> Any:
+    """An annotation that `from __future__ import annotations` left a string, evaluated."""
+    if not isinstance(hinted, str):
+        return hinted
     try:
-        return eval(given, getattr(inspect.unwrap(fn), '__globals__', {}))  # noqa: S307
+        return eval(hinted, getattr(inspect.unwrap(fn), '__globals__', {}))  # noqa: S307
     except Exception:  # noqa: BLE001 - an annotation we cannot resolve is not checked
         return inspect.Parameter.empty
-
-
-TYPE_NAMES = {int: 'an integer', float: 'a number', bool: 'True or False', str: 'a string',
-              dict: 'a dict', list: 'a list', type(None): 'None'}
 
 
 def plain_types(hinted: Any) -> Optional[tuple]:
@@ -89,9 +83,8 @@ def plain_types(hinted: Any) -> Optional[tuple]:
         return list, tuple, str
     if hinted is list or hinted is tuple:
         return list, tuple
-    if hinted is None:
-        return (type(None),)
-    return next(((t,) for t in TYPE_NAMES if hinted is t), None)
+    return (type(None),) if hinted is None else next(
+        ((t,) for t in TYPE_NAMES if hinted is t), None)
 
 
 def type_ok(value: Any, allowed: tuple) -> bool:
@@ -102,9 +95,8 @@ def type_ok(value: Any, allowed: tuple) -> bool:
 
 def check_call(section: Any, obj: Any, path: str, skip: Iterable[str] = (),
                extra: Iterable[str] = ()) -> None:
-    """The keywords `section` gives `obj`: each one it takes (else a did-you-mean over the ones
-    it does), of the type its signature declares. `skip`: keys mmengine supplies itself;
-    `extra`: keys mmengine reads around the call."""
+    """Each key of `section` a keyword `obj` takes, of the type it declares (or a True/False
+    default says). `skip`: keys mmengine passes itself; `extra`: keys it reads around the call."""
     require_dict(section, path)
     params, open_ended = accepted(obj)
     for key in skip:
@@ -114,35 +106,27 @@ def check_call(section: Any, obj: Any, path: str, skip: Iterable[str] = (),
     for key, value in section.items():
         param = params.get(key)
         bare = param is not None and param.annotation is param.empty
-        allowed = param and (plain_types(param.annotation) or (  # a True/False default says it
+        allowed = param and (plain_types(param.annotation) or (
             (bool,) if bare and isinstance(param.default, bool) else None))
         if allowed and not type_ok(value, allowed):
             names = ' or '.join(dict.fromkeys(TYPE_NAMES.get(t, 'a list') for t in allowed))
             raise ConfigError(f'{join_path(path, key)} must be {names}, got {value!r}')
 
 
-def lookup(registry: Registry, name: Any, path: str) -> Any:
+def lookup(registry: Any, name: Any, path: str) -> Any:
     """The class or function `name` resolves to in `registry`, as Registry.build finds it."""
     if callable(name):
         return name
     if not isinstance(name, str):
         raise ConfigError(f'{path}.type must be a registered name, got {name!r}')
-    found = registry.module_dict.get(name)
-    if found is None:
-        try:  # scoped ('mmengine.LoggerHook') or dotted names
-            found = registry.get(name)
-        except Exception:  # noqa: BLE001 - unknown either way
-            found = None
+    try:  # registry.get: scoped ('mmengine.LoggerHook') and dotted names too
+        found = registry.module_dict.get(name) or registry.get(name)
+    except Exception:  # noqa: BLE001 - unknown either way
+        found = None
     if found is None:
         raise ConfigError(f'{path}.type: unknown {registry.name} {name!r}'
                           f'{hint(name, registry.module_dict)}')
     return found
-
-
-# --- a constructor's error as one line ----------------------------------------------------------
-
-BUILD_PREFIX = re.compile(r'^class `\w+` in [\w/.]+: ')  # what mmengine's Registry.build adds
-UNEXPECTED = re.compile(r"(\w*)(?:\.__init__)?\(\) got an unexpected keyword argument '(\w+)'")
 
 
 def nodes(node: Any, path: str = '') -> Iterator[Tuple[str, Any]]:
@@ -172,22 +156,17 @@ def named_keys(section: dict, message: str) -> List[str]:
     return [rank[-1] for rank in sorted(ranked) if rank[0] == best]
 
 
-def without(section: dict, key: str) -> dict:
-    """A copy of `section` with the key (or list item) at the dotted path `key` left out."""
-    trial = copy.deepcopy(section)
-    *parents, last = key.split('.')
-    node: Any = trial
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    node.pop(int(last) if isinstance(node, list) else last)
-    return trial
-
-
 def culprit(section: dict, keys: List[str], retry: Callable[[dict], Any]) -> Optional[str]:
     """The first of `keys` (deepest first) without which `retry` builds the section."""
     for key in sorted(keys, key=lambda k: -k.count('.')):
+        trial = copy.deepcopy(section)
+        *parents, last = key.split('.')
+        node: Any = trial
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node.pop(int(last) if isinstance(node, list) else last)
         try:
-            retry(without(section, key))
+            retry(trial)
         except Exception:  # noqa: BLE001 - still refused: not this key
             continue
         return key
@@ -197,10 +176,9 @@ def culprit(section: dict, keys: List[str], retry: Callable[[dict], Any]) -> Opt
 def refused(err: BaseException, section: dict, path: str, owner: Any,
             names: Iterable[str] = (), retry: Optional[Callable[[dict], Any]] = None
             ) -> ConfigError:
-    """One line for an error `owner` raised when built from `section` (at `path`): the key path,
-    its value, the component's message and a did-you-mean (over `names` for a keyword). The key
-    is the one the message names; where it names none or several, the one without which
-    `retry` (the build again) succeeds."""
+    """One line for the error `owner` raised when built from `section` (at `path`): the key its
+    message names (an unexpected keyword with a did-you-mean over `names`) or, where it names
+    none or several, the one without which `retry` builds it; its value and the message."""
     owner = getattr(owner, '__name__', owner)
     message = BUILD_PREFIX.sub('', one_line(err)).removeprefix(f'{owner}: ')
     unexpected = UNEXPECTED.search(message)
@@ -216,10 +194,9 @@ def refused(err: BaseException, section: dict, path: str, owner: Any,
         keys = [found] if found else keys
     if not keys:
         return ConfigError(f'{path} refused by {owner}: {message}')
-    key = keys[0]
-    value = dict(nodes(section))[key]
+    value = dict(nodes(section))[keys[0]]
     shown = '' if isinstance(value, dict) else f'={value!r}'
-    quoted, name = set(re.findall(r"'([^']+)'", message)), key.split('.')[-1]
+    quoted, name = set(re.findall(r"'([^']+)'", message)), keys[0].split('.')[-1]
     wrong = name if name in quoted else value if isinstance(value, str) else None
     close = hint(wrong, quoted - {wrong}) if wrong is not None else ''  # the message's choices
-    return ConfigError(f'{join_path(path, key)}{shown} refused by {owner}: {message}{close}')
+    return ConfigError(f'{join_path(path, keys[0])}{shown} refused by {owner}: {message}{close}')

@@ -1,10 +1,9 @@
-"""What no constructor refuses, as tables: a row per rule, the line it says when it refuses.
+"""What no constructor refuses, as tables: a row per rule and the one line it says.
 
-`VALUES`: a key pattern ('*' for any keys between) and what its value must be, for keys only
-mmengine's Runner reads, or that mmengine and torch accept although a run cannot use them.
-`TRAIN_VIEWS`, `PAIRING`, `METHOD`, `BATCH`: (when it refuses, over the facts the table reads;
-its line, formatted with those facts and ``it``, what the test returned).
-"""
+`VALUES`: a key pattern ('*' for any keys between) and the rule its value must pass (keys only
+the Runner reads, or values mmengine and torch take that a run cannot use). `TRAIN_VIEWS`,
+`PAIRING`, `METHOD`, `BATCH`: (a test of the facts the table reads, the line said where it
+returns something true, formatted with the facts and ``it``, what it returned)."""
 import fnmatch
 import math
 import os.path as osp
@@ -14,8 +13,7 @@ from typing import Any, Callable, List, Tuple
 from lightly.transforms.utils import IMAGENET_NORMALIZE
 from mmengine.registry import MODELS
 
-from benchmark.data.gpu_views import GPUViewPreprocessor, is_switch
-from benchmark.data.raw_view import RAW_VIEW
+from benchmark.data.gpu_views import is_switch
 from benchmark.data.view_params import view_spec
 from benchmark.engine.compile_hook import COMPILE_MODES
 from benchmark.engine.config.keywords import ConfigError, accepted, hint, nodes
@@ -188,36 +186,12 @@ def check_values(cfg: dict) -> None:
                     rule(value, path)
 
 
-def device_views(cfg) -> Any:
-    """The config's GPUViewPreprocessor section, or None."""
-    model = cfg.get('model')
-    pre = model.get('data_preprocessor') if isinstance(model, dict) else None
-    types = ('GPUViewPreprocessor', GPUViewPreprocessor)
-    return pre if isinstance(pre, dict) and pre.get('type') in types else None
-
-
-def train_dataset(cfg) -> dict:
-    loader = cfg.get('train_dataloader')
-    dataset = loader.get('dataset') if isinstance(loader, dict) else None
-    return dataset if isinstance(dataset, dict) else {}
-
-
 def preset_error(pre: dict, size: int) -> str:
     try:
         view_spec(pre.get('view', 'mocov2'), size, pre.get('normalize', IMAGENET_NORMALIZE))
     except (ValueError, TypeError) as err:
         return str(err)
     return ''
-
-
-def check_pairing(cfg) -> None:
-    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
-    view = dataset.get('view', 'mocov2')
-    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
-    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
-           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
-           size=(pre or {}).get('input_size'),
-           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')
 
 
 def check_run(cfg: dict, world_size: int) -> None:

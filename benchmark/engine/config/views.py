@@ -1,9 +1,22 @@
 """Where the training views are drawn: a config's ``train_views`` applied, the preprocessor's
-input size completed from the dataset's (the pairing rules: rules.PAIRING)."""
+input size completed from the dataset's, the two paired (rules.TRAIN_VIEWS, rules.PAIRING)."""
+from benchmark.data.gpu_views import GPUViewPreprocessor
 from benchmark.data.raw_view import RAW_VIEW
-from benchmark.engine.config.rules import TRAIN_VIEWS, device_views, refuse, train_dataset
+from benchmark.engine.config.rules import PAIRING, TRAIN_VIEWS, refuse
 
-__all__ = ['device_views', 'fill_view_size', 'resolve_train_views', 'train_dataset', 'views_path']
+
+def device_views(cfg) -> dict:
+    """The config's GPUViewPreprocessor section, or None."""
+    model = cfg.get('model')
+    pre = model.get('data_preprocessor') if isinstance(model, dict) else None
+    types = ('GPUViewPreprocessor', GPUViewPreprocessor)
+    return pre if isinstance(pre, dict) and pre.get('type') in types else None
+
+
+def train_dataset(cfg) -> dict:
+    loader = cfg.get('train_dataloader')
+    dataset = loader.get('dataset') if isinstance(loader, dict) else None
+    return dataset if isinstance(dataset, dict) else {}
 
 
 def views_path(cfg) -> str:
@@ -13,14 +26,11 @@ def views_path(cfg) -> str:
 
 def resolve_train_views(cfg, cuda: bool) -> str:
     """Apply and remove ``train_views = dict(on='auto', raw_size=None, compile=False,
-    graph=False, prefetch=False)``; the views path the run takes (rules.TRAIN_VIEWS: one line).
+    graph=False, prefetch=False)``; the views path the run takes.
 
-    ``on='device'`` moves the dataset's view preset to a GPUViewPreprocessor and has the dataset
-    hand out ``raw_uint8`` images (resized to ``raw_size`` first where given), ``'loader'`` keeps
-    PIL in the loader workers, ``'auto'`` is 'device' where ``cuda`` (the run trains on CUDA).
-    ``compile``, ``graph``, ``prefetch``: the preprocessor's torch.compile, CUDA-graph and
-    draw-ahead switches (``'auto'``: on where the run trains on CUDA). A config that names the
-    preprocessor itself keeps it whatever ``on`` says.
+    'device' (``'auto'`` where `cuda`) moves the dataset's view preset to a GPUViewPreprocessor
+    with those switches and has the dataset hand out ``raw_uint8`` images (resized to
+    ``raw_size`` first where given); a config that names the preprocessor itself keeps it.
     """
     spec = cfg.pop('train_views', None)
     if spec is None:
@@ -44,3 +54,14 @@ def fill_view_size(cfg) -> None:
     pre = device_views(cfg)
     if pre is not None and pre.get('input_size') is None:
         pre['input_size'] = train_dataset(cfg).get('input_size', 224)
+
+
+def check_pairing(cfg) -> None:
+    """Device views need a ``raw_uint8`` dataset and the other way round, at one input size."""
+    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
+    view = dataset.get('view', 'mocov2')
+    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
+    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
+           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
+           size=(pre or {}).get('input_size'),
+           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')
