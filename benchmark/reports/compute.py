@@ -35,6 +35,14 @@ def record_compute(record: Dict[str, Any]) -> Dict[str, Optional[float]]:
                 device_seconds=number(compute.get('device_seconds')))
 
 
+def regime_free(overrides: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """A run's overrides without those that set its epochs and learning-rate schedule (what a
+    suite's run at its budget adds to its config's), so its rows meet the same config's at
+    equal epochs."""
+    return {k: v for k, v in (overrides or {}).items()
+            if k != 'train_cfg.max_epochs' and not k.startswith('param_scheduler')}
+
+
 FLOP_UNITS = (('EFLOP', 1e18), ('PFLOP', 1e15), ('TFLOP', 1e12), ('GFLOP', 1e9))
 
 

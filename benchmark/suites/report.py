@@ -25,6 +25,7 @@ from benchmark.suites.until_decided import read_state
 from benchmark.layout import SEQUENTIAL_FILE, SUITE_CURVES, display_path, leaderboard_paths
 from benchmark.names import RANDOM_INIT, canonical_data, method_label
 from benchmark.reports.comparisons import main_metric
+from benchmark.reports.compute import regime_free
 from benchmark.reports.aggregate_board import aggregate_figures
 from benchmark.reports.explorer import render_explorer
 from benchmark.reports.figures import draw, drawn
@@ -119,30 +120,48 @@ def equal_compute_records(plans: List[RunPlan], records: List[dict]) -> List[dic
         if not budget:
             continue
         for record in run_records(index, plan.run):
-            kept = {k: v for k, v in (record.get('overrides') or {}).items()
-                    if k != 'train_cfg.max_epochs' and not k.startswith('param_scheduler')}
-            out.append(dict(record, overrides=kept, variant=plan.run.variant_label,
+            out.append(dict(record, overrides=regime_free(record.get('overrides')),
+                            variant=plan.run.variant_label,
                             pretrain_epochs=budget['baseline_epochs']))
     return out
+
+
+def equal_compute_board(plans: List[RunPlan], records: List[dict], policy) -> Optional[dict]:
+    """The comparison at equal training compute, the one place the page, the summary and the
+    explorer take it from (None for a suite without a budget or without its records yet):
+    ``rows`` (`build_rows` of `equal_compute_records`), ``verdicts`` (their sentences),
+    ``intro`` (what the regime is), ``flops`` (the budget's training FLOPs) and
+    ``equal_epochs`` (the epochs of the suite's runs at equal epochs)."""
+    budget = next((p.run.budget for p in plans if p.run.budget), None)
+    chosen = equal_compute_records(plans, records)
+    if not budget or not chosen:
+        return None
+    rows = build_rows(chosen, (), policy)
+    epochs = {f"{method_label(p.run.info['method'])} {p.run.max_epochs}": None
+              for p in plans if p.run.budget}
+    intro = (f"Each method at the whole number of epochs whose training FLOPs come nearest those "
+             f"of {budget['baseline']} at {budget['baseline_epochs']} epochs "
+             f"({', '.join(epochs)}; the sections are titled with the baseline's epochs): the "
+             'same paired tests, families, Holm and verdicts as above.')
+    own = sorted({p.run.max_epochs for p in plans if not p.run.budget})
+    return dict(rows=rows, verdicts=verdicts(rows, CLASSIFICATION_PROTOCOLS), intro=intro,
+                flops=budget['flops'], equal_epochs=own or [budget['baseline_epochs']])
+
+
+def board_lines(board: Optional[dict]) -> List[str]:
+    """The page's section at equal training compute (`equal_compute_board`; [] without one):
+    its verdicts, then its tables."""
+    if not board:
+        return []
+    tables = render_markdown(board['rows'], '', legend=False).split('\n', 1)[1]
+    return (['', '## At equal training compute', '', board['intro'], '']
+            + [f'- {v}' for v in board['verdicts']] + [tables])
 
 
 def equal_compute_lines(plans: List[RunPlan], records: List[dict], policy) -> List[str]:
     """The page's section at equal training compute ([] for a suite without a budget): its
     verdicts, then its tables."""
-    budget = next((p.run.budget for p in plans if p.run.budget), None)
-    chosen = equal_compute_records(plans, records)
-    if not budget or not chosen:
-        return []
-    rows = build_rows(chosen, (), policy)
-    said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
-    tables = render_markdown(rows, '', legend=False).split('\n', 1)[1]
-    epochs = {f"{method_label(p.run.info['method'])} {p.run.max_epochs}": None
-              for p in plans if p.run.budget}
-    return ['', '## At equal training compute', '',
-            f"Each method at the whole number of epochs whose training FLOPs come nearest those of "
-            f"{budget['baseline']} at {budget['baseline_epochs']} epochs ({', '.join(epochs)}; "
-            'the sections are titled with the baseline\'s epochs): the same paired tests, '
-            'families, Holm and verdicts as above.', ''] + [f'- {v}' for v in said] + [tables]
+    return board_lines(equal_compute_board(plans, records, policy))
 
 
 def _missing_status(outcome: Optional[Outcome], plan: RunPlan,
@@ -201,7 +220,8 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     generated = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     figures = {**section_figures(rows, str(folder)), **aggregate_figures(rows, str(folder))}
     said = verdicts(rows, CLASSIFICATION_PROTOCOLS)
-    at_budget = '\n'.join(equal_compute_lines(plans, found, suite.policy))
+    board = equal_compute_board(plans, found, suite.policy)
+    at_budget = '\n'.join(board_lines(board))
     block = ''
     state = folder / SEQUENTIAL_FILE
     if sequential and state.is_file():  # --until-decided's decisions, look by look
@@ -218,7 +238,7 @@ def render_suite(suite: Suite, plans: List[RunPlan], outcomes: List[Outcome],
     csv_text = render_csv(rows)
     atomic_write_text(str(csv_path), csv_text)
     explorer = render_explorer(rows, csv_text, folder, suite.record_dirs, f'Suite {suite.name}',
-                               generated)
+                               generated, equal_compute=board)
     paths = ([md, csv_path, summary, explorer] + [folder / name for name in drawn(figures)]
              + ([curves] if has_curves is True else []))
     if use_wandb:

@@ -128,3 +128,42 @@ def rendered_ablation(tmp_path_factory):
         written = planned_records(suite, plans)
     paths = render_suite(suite, plans, [], paper=None, use_wandb=False)
     return dict(suite=suite, paths=paths, records=written)
+
+
+BUDGET_SUITE = ("configs = ['configs/mocov2_r18_digits.py', 'configs/mixco_r18_digits.py',\n"
+                "           dict(config='configs/mixco_r18_digits.py',\n"
+                "                grid={'model.mix_temperature': [0.1]})]\n"
+                "seeds = [0, 1, 2, 3, 4]\nevaluations = [dict(protocols=['knn', 'linear_fast'])]\n"
+                "budget = dict(baseline='configs/mocov2_r18_digits.py', epochs=17)\n")
+
+
+@pytest.fixture(scope='session')
+def rendered_budget(tmp_path_factory):
+    """A suite with a budget (MoCo-v2 at 17 epochs) rendered from records of its own plan
+    (tests/suites/planned_records.py; nothing is trained): MoCo-v2 and MixCo at their 30 epochs
+    and at the budget (MixCo's step counts 5.5 / 4 of MoCo-v2's FLOPs, so 12 epochs), their
+    records holding their training FLOPs at 1400 images an epoch; a MixCo variant's records
+    hold no count. {'suite', 'plans', 'paths' (render_suite's), 'records'}."""
+    import benchmark.components  # noqa: F401  the configs' registry
+    from benchmark.reports import records as provenance
+    from benchmark.suites import budget
+    from benchmark.suites.plan import plan_suite
+    from benchmark.suites.report import render_suite
+    from tests.suites.planned_records import planned_records, step_count
+    root = tmp_path_factory.mktemp('rendered_budget')
+    (root / 'budget.py').write_text(BUDGET_SUITE)
+    per_image = {'MoCo': step_count('mocov2', 64)['flops_per_image'],
+                 'MixCoMoCo': step_count('mixco', 64)['flops_per_image']}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(budget, 'count_epoch_cost', lambda cfg, procs: dict(
+            flops_per_image=per_image[cfg.model.type], images_per_epoch=1400 * procs))
+        for name in ('git_state', 'host_info', 'package_versions'):  # looked up once
+            value = getattr(provenance, name)()
+            mp.setattr(provenance, name, lambda value=value: dict(value))
+        suite = expand_suite(str(root / 'budget.py'), results_root=str(root / 'results'),
+                             work_root=str(root / 'work'))
+        plans = plan_suite(suite, [])
+        written = planned_records(suite, plans, train_images=lambda run: None if 'mix_temperature'
+                                  in str(run.variant_label) else 1400)
+    paths = render_suite(suite, plans, [], paper=None, use_wandb=False)
+    return dict(suite=suite, plans=plans, paths=paths, records=written)

@@ -5,7 +5,7 @@ step gets a record as a finished run writes it, its metrics drawn from a seeded 
 a shared level (so paired differences are ordinary), per config/variant an effect, per record
 noise, top-1 quantised to the 360 test images of digits; each record also holds its training
 step's count (encoder passes and FLOPs per image) as a run records it."""
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -50,9 +50,12 @@ def _metrics(protocol: str, top1: float, rng: np.random.Generator) -> dict:
     return {'top1': value, 'top5': min(100.0, value + 6)}
 
 
-def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0) -> List[dict]:
+def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0,
+                    train_images: Optional[Callable[..., Optional[int]]] = None) -> List[dict]:
     """One record per run and evaluation of `plans`, written into the suite's results folder,
-    as the suite's runs would write them; returns them."""
+    as the suite's runs would write them; returns them. `train_images(run)`: the images an
+    epoch of the run trains on, so its record holds its total training FLOPs (the step's FLOPs
+    per image times them times its epochs); None (or no `train_images`): not counted."""
     rng = np.random.default_rng(seed)
     levels = {s: 90.0 + rng.normal(0, 0.8) for s in suite.seeds}
     effects: Dict[str, float] = {}
@@ -69,6 +72,10 @@ def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0) -> List[d
             if evaluation.is_default and trains_online_probe(run.config, seen):
                 protocols.append(ONLINE)
             top1 = levels[run.seed] + effect
+            compute = step_count(info['method'], info['total_batch'])
+            images = train_images(run) if train_images else None
+            if images is not None:
+                compute['train_flops'] = compute['flops_per_image'] * images * run.max_epochs
             record = build_record(
                 method=info['method'], backbone=info['backbone'],
                 pretrain_data=info['pretrain_data'], pretrain_epochs=run.max_epochs,
@@ -80,7 +87,7 @@ def planned_records(suite: Suite, plans: List[RunPlan], seed: int = 0) -> List[d
                     p: {'settings': {'k': 55} if p == 'knn' else {},
                         'metrics': _metrics(p, top1, rng)} for p in protocols},
                 extra=dict(memory_kind='cpu-max-rss',
-                           compute=step_count(info['method'], info['total_batch'])))
+                           compute=compute))
             record = dict(record, config_sha256=run.config_sha256,
                           setting_sha256=run.setting_sha256, overrides=run.overrides)
             write_record(record, suite.results_dir)

@@ -181,3 +181,42 @@ def test_the_suite_keeps_its_counts_when_it_runs_and_not_in_a_dry_run(tmp_path, 
     assert run_suite(str(path), launcher='slurm', partition='nope', **options) == 1
     assert sorted(c['flops_per_image'] for c in json.loads(kept.read_text()).values()) == \
         [7.0e6, 9.1e6]
+
+
+def test_the_explorer_gives_the_pages_comparison_at_equal_compute_and_its_trade_off(
+        rendered_budget, rendered_suite):
+    """The explorer of a suite with a budget embeds the leaderboard's section (the same intro
+    and verdict sentences, its rows with their tests and verdicts) and accuracy against the
+    rows' total training FLOPs: each method's point at its 30 epochs and at the budget (MoCo-v2
+    17, MixCo 12) on one line; the variant whose records hold no count is named, not plotted.
+    A suite without a budget has no such section."""
+    from tests.reports.explorer_page import page_data, read_csv
+    from tests.suites.planned_records import step_count
+    paths = {p.name: p for p in rendered_budget['paths']}
+    data = page_data(paths['index.html'])['equal_compute']
+    page = paths['leaderboard.md'].read_text().split('## At equal training compute', 1)[1]
+    assert data['intro'] in page and data['verdicts']
+    assert all(f'- {sentence}\n' in page for sentence in data['verdicts'])
+    rows = [dict(zip(page_data(paths['index.html'])['columns'], r['csv'])) for r in data['rows']]
+    assert {r['pretrain_epochs'] for r in rows} == {'17'} and len(rows) == 6  # 3 x 2 protocols
+    compared = [r for r in rows if r['method'] == 'mixco']
+    assert all(r['verdict'] and r['p_holm'] and r['delta_baseline'] == 'mocov2' for r in compared)
+    assert {r['compute'] for r in data['rows']} >= {'3 TFLOP', 'not counted'}
+
+    flops = {m: step_count(m, 64)['flops_per_image'] * 1400 for m in ('mocov2', 'mixco')}
+    assert data['budget_flops'] == flops['mocov2'] * 17 and data['equal_epochs'] == [30]
+    assert sorted(data['tasks']) == ['kNN on digits (k=55)',
+                                     'linear (fast, cached features) on digits']
+    for lines in data['tasks'].values():
+        got = {line['label']: [(p['epochs'], p['regime'], p['flops']) for p in line['points']]
+               for line in lines}
+        assert got == {'MoCo-v2': [(17, 'equal compute', flops['mocov2'] * 17),
+                                   (30, 'equal epochs', flops['mocov2'] * 30)],
+                       'MixCo (MoCo-v2)': [(12, 'equal compute', flops['mixco'] * 12),
+                                           (30, 'equal epochs', flops['mixco'] * 30)]}
+    assert len(data['not_counted']) == 4 and all(
+        n.startswith('MixCo (MoCo-v2) [model.mix_temperature=0.1] at ') for n in data['not_counted'])
+    plain = {p.name: p for p in rendered_suite['paths']}
+    assert page_data(plain['index.html'])['equal_compute'] is None
+    assert '## At equal training compute' not in plain['leaderboard.md'].read_text()
+    assert read_csv(plain['leaderboard.csv'])  # the page itself is there

@@ -208,3 +208,39 @@ def test_the_digits_ablation_explorer(page_browser, rendered_ablation, tmp_path)
     assert all((page.parent / href).is_file() for s in found['seeds'] for _, href in s['links'])
     shoot(browser, shots, '4-opened')
     assert browser.problems == []
+
+
+def test_the_explorer_at_equal_training_compute(page_browser, rendered_budget, rendered_suite,
+                                                tmp_path):
+    """A suite with a budget: its section at equal training compute shows the leaderboard's
+    verdict sentences, a row per comparison with the CSV's verdict, and the trade-off plot
+    (each method's equal-epoch and equal-compute points, one line per method, the budget
+    dashed) with the uncounted variant named beside it; a suite without a budget has none."""
+    browser, shots = page_browser, screenshots(tmp_path, 'budget')
+    page = next(p for p in rendered_budget['paths'] if p.name == 'index.html')
+    data = page_data(page)
+    equal = data['equal_compute']
+    browser.open(page.as_uri(), *DESKTOP)
+    part = "document.getElementById('equal-compute')"
+    assert browser.evaluate(f"{part}.querySelector('h2').textContent") == \
+        'At equal training compute'
+    assert browser.evaluate(f"[...{part}.querySelectorAll('li')].map(li => li.textContent)") == \
+        equal['verdicts']
+    verdicts = [dict(zip(data['columns'], r['csv']))['verdict'] for r in equal['rows']]
+    assert browser.evaluate(f"[...{part}.querySelectorAll('tbody tr')].map(tr => "
+                            "tr.children[7].textContent)") == verdicts
+    first = next(iter(equal['tasks']))
+    want = sorted(f"{line['label']} at {p['epochs']} epochs ({p['regime']}): top-1 "
+                  f"{p['top1']:.2f} over {p['seeds']} seed(s), {p['compute']}"
+                  for line in equal['tasks'][first] for p in line['points'])
+    assert sorted(browser.evaluate(f"[...{part}.querySelectorAll('svg [data-regime] title')]"
+                                   '.map(t => t.textContent)')) == want
+    assert browser.evaluate(f"{part}.querySelectorAll('svg path:not([data-regime])').length") == 2
+    assert browser.evaluate(f"{part}.querySelectorAll('svg line.budget').length") == 1
+    assert 'model.mix_temperature=0.1' in browser.evaluate(
+        "document.getElementById('not-counted').textContent")
+    shoot(browser, shots, '1-equal-compute')
+    assert browser.problems == []
+    plain = next(p for p in rendered_suite['paths'] if p.name == 'index.html')
+    browser.open(plain.as_uri(), *DESKTOP)
+    assert browser.evaluate(f'{part} === null') and browser.problems == []

@@ -1,7 +1,8 @@
 'use strict';
 // The explorer: filters, sortable columns and each row's detail over the rows of the CSV
 // (embedded as JSON by benchmark/reports/explorer.py); per section the aggregates across tasks,
-// the performance profile and accuracy against compute, drawn as SVG. Nothing is fetched.
+// the performance profile and accuracy against compute, drawn as SVG; for a suite with a budget
+// its comparison at equal training compute and accuracy against training FLOPs. Nothing is fetched.
 const DATA = JSON.parse(document.getElementById('data').textContent);
 const SVG = 'http://www.w3.org/2000/svg';
 const ROWS = DATA.rows.map((row, index) => Object.assign({}, row, {index,
@@ -350,8 +351,81 @@ function buildSections() {
   }
 }
 
+// -- at equal training compute (a suite with a budget): the leaderboard's verdicts and rows, and
+// accuracy against total training FLOPs, each method's equal-epoch and equal-compute points joined
+const MARKS = {'equal epochs': 'circle', 'equal compute': 'square', 'equal epochs and equal compute': 'diamond'};
+
+function mark(kind, cx, cy, colour, title) {
+  const d = kind === 'square' ? `M${cx - 4},${cy - 4}h8v8h-8Z` : kind === 'diamond' ? `M${cx},${cy - 5.5}l5.5,5.5l-5.5,5.5l-5.5,-5.5Z` : null;
+  const attrs = {fill: kind === 'circle' ? colour : 'white', stroke: colour, 'stroke-width': 2, 'data-regime': kind};
+  return d ? el('svg:path', Object.assign({d}, attrs), el('svg:title', {text: title}))
+           : el('svg:circle', Object.assign({cx, cy, r: 4}, attrs), el('svg:title', {text: title}));
+}
+
+function tradeoffFigure(data, task) {
+  const lines = data.tasks[task];
+  const points = lines.flatMap(l => l.points);
+  const box = [52, 10, 500, 250], svg = el('svg:svg', {viewBox: '0 0 520 290', role: 'img', 'aria-label': `top-1 against total training FLOPs, ${task}`});
+  const xsv = points.map(p => p.flops).concat([data.budget_flops]), ysv = points.map(p => p.top1);
+  const pad = (a, b) => (b - a) * 0.08 || Math.abs(a) * 0.05 || 0.5;
+  const span = (v) => [Math.min(...v) - pad(Math.min(...v), Math.max(...v)), Math.max(...v) + pad(Math.min(...v), Math.max(...v))];
+  const [xlo, xhi] = span(xsv), [ylo, yhi] = span(ysv);
+  const unit = 10 ** (3 * Math.floor(Math.log10(Math.max(...xsv)) / 3)), units = {1e9: 'GFLOP', 1e12: 'TFLOP', 1e15: 'PFLOP', 1e18: 'EFLOP'};
+  const name = units[unit] ? units[unit] : 'FLOP', scale = units[unit] ? unit : 1;
+  const x = v => box[0] + (box[2] - box[0]) * (v - xlo) / (xhi - xlo), y = v => box[3] - (box[3] - box[1]) * (v - ylo) / (yhi - ylo);
+  axes(svg, v => x(v * scale), y, ticks(xlo / scale, xhi / scale, 5), ticks(ylo, yhi, 4), `total training compute (${name})`, 'top-1 (%)', box);
+  svg.append(el('svg:line', {class: 'budget', x1: x(data.budget_flops), x2: x(data.budget_flops), y1: box[1], y2: box[3], stroke: 'rgb(153,153,153)', 'stroke-dasharray': '4 3'},
+                el('svg:title', {text: `the budget: ${data.budget}`})));
+  lines.forEach((line, i) => {
+    const colour = COLOURS[i % COLOURS.length];
+    if (line.points.length > 1) svg.append(el('svg:path', {d: 'M' + line.points.map(p => `${x(p.flops)},${y(p.top1)}`).join('L'), fill: 'none', stroke: colour, 'stroke-width': 1.5}));
+    for (const p of line.points) {
+      svg.append(mark(MARKS[p.regime], x(p.flops), y(p.top1), colour, `${line.label} at ${p.epochs} epochs (${p.regime}): top-1 ${fixed(p.top1, 2)} over ${p.seeds} seed(s), ${p.compute}`));
+    }
+  });
+  return el('figure', {class: 'figure'}, svg, el('figcaption', {class: 'legend'},
+    lines.map((l, i) => el('span', {style: `color:${COLOURS[i % COLOURS.length]}`, text: `— ${l.label}`})),
+    el('span', {text: '● equal epochs · ■ equal compute · ◆ both · dashed: the budget'})));
+}
+
+function buildEqualCompute() {
+  const data = DATA.equal_compute;
+  if (!data) return;
+  const rows = data.rows.map(r => Object.assign({}, r, {csv: Object.fromEntries(DATA.columns.map((name, i) => [name, r.csv[i]]))}));
+  const cell = (text, numeric) => el('td', {class: numeric ? 'num' : null, text});
+  const table = el('table', {class: 'equal-compute'},
+    el('caption', {text: `Each method against the baseline on the same training FLOPs (the budget: ${data.budget}); Δ paired seed by seed`}),
+    el('thead', {}, el('tr', {}, ['method', 'protocol', 'eval data', 'n', 'mean', 'paired Δ [interval]', 'p (Holm)', 'verdict', 'family', 'training compute'].map(h => el('th', {scope: 'col', text: h})))),
+    el('tbody', {}, rows.map(r => {
+      const c = r.csv, m = c.main_metric, value = num(c[m + '_mean']);
+      const delta = num(c.paired_delta_mean) === null ? '' : signed(num(c.paired_delta_mean), r.digits)
+        + (num(c.paired_ci_low) === null ? '' : ` [${signed(num(c.paired_ci_low), r.digits)}, ${signed(num(c.paired_ci_high), r.digits)}]`);
+      const verdict = cell(c.verdict);
+      if (c.verdict) verdict.className = `verdict-${c.verdict.split(' ')[0]}`;
+      return el('tr', {}, cell(c.method_label), cell(c.protocol_label), cell(c.eval_data), cell(c[m + '_n'], true),
+                cell(value === null ? c[m + '_mean'] : fixed(value, r.digits), true), cell(delta, true),
+                cell(c.p_holm === '' ? '' : `${pValue(c.p_signflip)} (${pValue(c.p_holm)})`, true), verdict,
+                cell(c.family ? `${c.family} (${c.family_size})` : ''), cell(r.compute));
+    })));
+  const tasks = Object.keys(data.tasks);
+  const holder = el('div', {class: 'figure'});
+  const select = el('select', {id: 'equal-compute-task', onchange: () => holder.replaceChildren(tradeoffFigure(data, select.value))},
+                    tasks.map(t => el('option', {value: t, text: t})));
+  if (tasks.length) holder.append(tradeoffFigure(data, tasks[0]));
+  document.getElementById('sections').append(el('section', {id: 'equal-compute', 'aria-labelledby': 'equal-compute-title'},
+    el('h2', {id: 'equal-compute-title', text: 'At equal training compute'}),
+    el('p', {text: data.intro}),
+    data.verdicts.length ? el('ul', {class: 'verdicts'}, data.verdicts.map(v => el('li', {text: v}))) : null,
+    el('div', {class: 'scroll', tabindex: 0, 'aria-label': 'the rows at equal training compute, scrollable'}, table),
+    el('div', {class: 'figures'}, tasks.length
+      ? el('div', {class: 'figure'}, el('label', {for: 'equal-compute-task', text: 'Top-1 against total training compute: '}, select), holder)
+      : el('p', {class: 'note', text: 'No row here records its training FLOPs: no plot.'})),
+    data.not_counted.length ? el('p', {class: 'note', id: 'not-counted', text: `Training compute not counted (left out of the plot): ${data.not_counted.join('; ')}.`}) : null));
+}
+
 document.getElementById('about').textContent = `Generated ${DATA.generated} from the records; ${ROWS.length} rows, the same as leaderboard.csv.`;
 buildFilters();
 buildHead();
 render();
 buildSections();
+buildEqualCompute();
