@@ -15,23 +15,29 @@ import os
 import os.path as osp
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from mmengine.config import Config
 from mmengine.registry import DATASETS
+from mmengine.runner import Runner
 
 from benchmark import dist
 from benchmark.data.views import build_view
 from benchmark.engine.channels_last import use_channels_last_wrapper
-from benchmark.engine.checkpoints import choose_resume_checkpoint, loadable
-from benchmark.engine.compat import setup_cpu_distributed
+from benchmark.engine import held_signals
+from benchmark.engine.checkpoints import check_resume_fits, choose_resume_checkpoint, loadable
+from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
+                                     setup_cpu_distributed)
 from benchmark.engine.config.check import merge_options, read_config, validate_config
 from benchmark.engine.config.views import (device_views, fill_view_size, resolve_train_views,
                                            train_dataset)
+from benchmark.engine.preemption import PreemptionHook
 from benchmark.engine.prefetch_loop import use_prefetch_loop
+from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
-from benchmark.engine.work_dir_lock import RESUME_WAIT_S, check_work_dir_free, hold_work_dir
+from benchmark.engine.work_dir_lock import (RESUME_WAIT_S, check_work_dir_free, hold_work_dir,
+                                            release_work_dir)
 from benchmark.layout import default_work_dir
 
 
@@ -257,3 +263,27 @@ def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[Pre
     setup_cpu_distributed(cfg, args.launcher)
     return PreparedRun(cfg, identity, cfg.load_from if cfg.get('resume') else None, views,
                        cfg.work_dir, warning)
+
+
+def build_runner(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Tuple[Any, Optional[dict]]:
+    """tools/train.py's Runner of the prepared run (a --resume checkpoint checked against its
+    model before any data is read, progress reported) and its identity; (None, None) with
+    ``args.check_only``. Held stop signals get their default action back unless a
+    PreemptionHook will take them over."""
+    allow_mmengine_checkpoints()  # before a --resume checkpoint is chosen
+    run = prepare_run(args, resume_wait_s)
+    if run is None:
+        return None, None
+    runner = Runner.from_cfg(run.cfg)
+    if run.resume:  # the model exists, the data does not yet
+        check_resume_fits(runner.model, run.resume)
+    runner.register_hook(ProgressHook())  # epoch, ETA and progress.json; not a config key
+    if not any(isinstance(hook, PreemptionHook) for hook in runner.hooks):
+        held_signals.release()  # nothing will take a held signal over: its default action
+    return runner, run.identity
+
+
+def end_run(runner: Any) -> None:
+    """Give up the run's work dir and its mmengine instances (a later run here gets its own)."""
+    release_work_dir(runner.cfg.work_dir)
+    forget_run_instances(runner)

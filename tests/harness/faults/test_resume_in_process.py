@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmark.engine import preemption
+from benchmark.engine import launch, preemption
 from benchmark.engine.checkpoint_hook import non_finite_tensors
 from benchmark.engine.checkpoints import choose_resume_checkpoint, read_checkpoint
 from benchmark.exit_codes import DIVERGED_EXIT_CODE
@@ -234,13 +234,13 @@ def test_nan_stops_the_run_saves_nothing_non_finite_and_records_divergence(tmp_p
     monkeypatch.setenv('TRAIN_EXIT_CODE_FILE', str(tmp_path / 'exit_code'))
     work, results = str(tmp_path / 'run'), str(tmp_path / 'results')
     cfg = config(str(tmp_path), data, fault="dict(type='PoisonHook', at_iter=3)")
-    runners, from_cfg = [], train.Runner.from_cfg
+    runners, from_cfg = [], launch.Runner.from_cfg
 
     def built(cfg):
         runner = from_cfg(cfg)
         runners.append(weakref.ref(runner))
         return runner
-    monkeypatch.setattr(train.Runner, 'from_cfg', built)
+    monkeypatch.setattr(launch.Runner, 'from_cfg', built)
     assert train.main([cfg, '--work-dir', work, '--results-dir', results]) == \
         DIVERGED_EXIT_CODE == 3
     # freed before main returns: a runner's DDP wrapper keeps the process group alive, and
