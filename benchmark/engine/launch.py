@@ -3,7 +3,8 @@
 `load_config` applies overrides, the work dir, the launcher and what `--resume` continues from;
 `prepare_run` turns a training run's arguments into a `PreparedRun`, in this order: the config
 loaded and checked, the work dir held, the resume checkpoint chosen, the identity taken, the
-views placed, the data checked, wandb decided, distributed training set up;
+views placed, the data checked, wandb decided, distributed training set up; `build_runner`
+builds its Runner and `end_run` gives up what the run held;
 `check_data` fails on a missing or malformed data root before any model or data is built;
 `config_identity` is the text a record's ``config_sha256`` hashes; `config_setting` is what
 its ``setting_sha256`` and ``overrides`` come from (the same config without seed and data paths,

@@ -47,8 +47,8 @@ def auto_scale_lr(enable: bool = False, base_batch_size: Optional[int] = None) -
 
 # The sections the Runner reads key by key (a dict where given: the Runner's signature says so):
 # (key path, the signature their keys fit, the keys mmengine passes itself).
-KEYWORD_SECTIONS = [('env_cfg', env_cfg, ()), ('env_cfg.mp_cfg', set_multi_processing,
-                                               ('distributed',)),
+KEYWORD_SECTIONS = [('env_cfg', env_cfg, ()),
+                    ('env_cfg.mp_cfg', set_multi_processing, ('distributed',)),
                     ('randomness', Runner.set_randomness, ('self',)),
                     ('auto_scale_lr', auto_scale_lr, ()), ('compile', torch.compile, ('model',))]
 # What the Runner builds itself: (key, registry, default type, the keys mmengine passes itself);
@@ -68,9 +68,11 @@ def build(registry: Any, section: Any, path: str, default_type: Optional[str] = 
         raise ConfigError(f'{path}.type: missing')
     cls = lookup(registry, section.get('type', default_type), path)
     check_call(section, cls, path, skip, {*extra, 'type', '_scope_'})
+    if not build_it:
+        return cls
     return attempt(lambda given: registry.build(dict(
         {k: copy.deepcopy(v) for k, v in given.items() if k not in drop}, type=cls),
-        default_args=default_args or None), section, path, cls) if build_it else cls
+        default_args=default_args or None), section, path, cls)
 
 
 def attempt(make: Callable[[dict], Any], section: dict, path: str, owner: Any) -> Any:

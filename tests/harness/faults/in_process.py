@@ -1,9 +1,9 @@
 """The in-process runs of the fault tests (tests/harness/faults/test_resume_in_process.py,
-test_full_disk_in_process.py): the real tool path (`tools/train.py`'s build_runner and --resume
-choice), the real hooks (SafeCheckpointHook, PreemptionHook, KillHook, NaNGuardHook), the real
-methods and data, with an 8-channel backbone in place of the ResNet so that a run of 6
-iterations and its checkpoints take a second. A module that uses them imports the fixtures
-(`small_runs` and `close_run_loggers` apply to all its tests).
+test_full_disk_in_process.py): the real tool path (launch.build_runner, as `tools/train.py`
+calls it, and its --resume choice), the real hooks (SafeCheckpointHook, PreemptionHook,
+KillHook, NaNGuardHook), the real methods and data, with an 8-channel backbone in place of the
+ResNet so that a run of 6 iterations and its checkpoints take a second. A module that uses
+them imports the fixtures (`small_runs` and `close_run_loggers` apply to all its tests).
 
 A SIGKILL leaves the disk as it is and runs nothing more; here `KillHook`'s kill raises
 `Killed`, which nothing catches, at the same moment (after every other hook of the iteration)."""
