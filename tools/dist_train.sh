@@ -67,8 +67,8 @@ fi
 export TRAIN_EXIT_CODE_FILE
 TRAIN_EXIT_CODE_FILE=$(mktemp -u "${TMPDIR:-/tmp}/mixco-exit-code.XXXXXX")
 # The config and the data are checked once, before any training process starts, in the
-# process that then runs torchrun (tools/train.py --check-only, in-process, then the data as
-# train.py checks it: the root, its layout, every image file, a scan cached in the data root):
+# process that then runs torchrun (tools/train.py --check-only and the data as train.py checks
+# it, on one load of the config: the root, its layout, every image file, a scan cached there):
 # a bad key or value, a missing or broken data folder is one line and exit code 2. The stop
 # signals stay blocked while it checks (in the threads torch starts meanwhile as well): one
 # that came then ends it with 143 (130 for SIGINT) and one line, before anything trains.
@@ -86,10 +86,8 @@ with_launcher(signal.SIGKILL)  # this script killed: torchrun goes, its processe
 os.environ["WORLD_SIZE"] = world_size  # what the check divides the batch by
 sys.argv[0] = train_py  # argparse names the tool in its messages
 train = runpy.run_path(train_py, run_name="dist_train_check")
-code = train["main"]([*check, "--check-only"])
-if not code:  # the data too, as train.py checks it before building anything
-    from benchmark.engine.torchrun_job import TorchrunJob, check_launch_data
-    code, log = check_launch_data(train["parse_args"](check))
+from benchmark.engine.torchrun_job import TorchrunJob, check_launch
+code, log = check_launch(train["parse_args"]([*check, "--check-only"]))  # the data too
 os.environ.clear()
 os.environ.update(env)
 stop = next((s.name for s in sorted(signal.sigpending())), None)

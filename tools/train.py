@@ -9,11 +9,11 @@ import benchmark.engine.held_signals  # noqa: F401  first: holds stop signals fr
 
 import benchmark.components  # noqa: F401  registers every type a config can name
 from benchmark import dist, stop
-from benchmark.cli import ArgumentParser, config_line
+from benchmark.cli import ArgumentParser
 from benchmark.engine.config.check import CfgOptionsAction
-from benchmark.engine.late_errors import bad_input, busy_exit, late_exit
+from benchmark.engine.late_errors import START_ERRORS, late_exit, start_exit
 from benchmark.engine.launch import build_runner, end_run
-from benchmark.engine.work_dir_lock import RESUME_WAIT_S, WorkDirBusy
+from benchmark.engine.work_dir_lock import RESUME_WAIT_S
 from benchmark.evaluation.evaluate import AfterTrain, evaluate_run, record_divergence
 
 
@@ -42,12 +42,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         runner, identity = build_runner(args, RESUME_WAIT_S)
-    except WorkDirBusy as err:
-        return busy_exit(err)
-    except (ValueError, OSError, TypeError, KeyError, AssertionError) as err:  # mmengine asserts
-        if args.debug:
-            raise
-        return bad_input(config_line(args.config, err))  # told to dist_train.sh too
+    except START_ERRORS as err:  # one line, told to dist_train.sh too
+        return start_exit(err, args.config, args.debug)
     if runner is None:
         return 0
     try:

@@ -2,6 +2,7 @@
 `tools/dist_train.sh` (`benchmark.engine.preemption.tell_launcher`; torchrun would end the
 job with 1, whatever the process's code).
 
+- `start_exit`: the run could not start (`START_ERRORS`): `busy_exit` or `bad_input`;
 - `bad_input`: what the process found while it built the run (a ``--resume`` checkpoint that
   does not fit, a data folder, no GPU of its own): `benchmark.cli.fail`'s line, exit code 2;
 - `busy_exit`: its work dir held by another process (exit 75);
@@ -18,13 +19,27 @@ from typing import Callable, Optional
 
 from benchmark import dist
 from benchmark.atomic_io import no_space_left
-from benchmark.cli import fail, one_line
+from benchmark.cli import config_line, fail, one_line
 from benchmark.data.base import DataRootError
 from benchmark.engine.checkpoint_hook import DiskFullError, full_disk_line
 from benchmark.engine.nan_guard import DivergedError
 from benchmark.engine.preemption import launcher_told, tell_launcher
+from benchmark.engine.work_dir_lock import WorkDirBusy
 from benchmark.exit_codes import (BAD_INPUT_EXIT_CODE, DISK_FULL_EXIT_CODE, DIVERGED_EXIT_CODE,
                                   WORK_DIR_BUSY_EXIT_CODE)
+
+# What building a run raises where it cannot start (mmengine refuses some configs by assert).
+START_ERRORS = (WorkDirBusy, ValueError, OSError, TypeError, KeyError, AssertionError)
+
+
+def start_exit(err: BaseException, config: str, debug: bool = False) -> int:
+    """The exit code of a run that could not start (`START_ERRORS`), once it said why: its work
+    dir held (`busy_exit`), else bad input (`bad_input`, led by `config`); `err` with --debug."""
+    if isinstance(err, WorkDirBusy):
+        return busy_exit(err)
+    if debug:
+        raise err
+    return bad_input(config_line(config, err))
 
 
 def bad_input(message: str) -> int:

@@ -237,18 +237,25 @@ class PreparedRun:
     wandb_warning: Optional[str]
 
 
-def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[PreparedRun]:
-    """tools/train.py's parsed arguments to a `PreparedRun`; None with ``args.check_only``
-    once the config is checked and the work dir found free (dist_train.sh's check). A --resume
+def load_checked(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Config:
+    """tools/train.py's config from its parsed arguments, checked (`validate_config`); with
+    ``args.check_only`` (dist_train.sh's check) its work dir found free as well. A --resume
     waits up to `resume_wait_s` for the work dir's holder (a stopped job may still be saving).
     Raises WorkDirBusy, or bad input (ValueError, OSError, KeyError, TypeError) as one line."""
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     validate_config(cfg)  # the world size comes from torchrun's WORLD_SIZE
-    wait_s = resume_wait_s if args.resume else 0.0
+    if args.check_only and os.environ.get('NODE_RANK', '0') == '0':  # node 0's trainer holds it
+        check_work_dir_free(cfg.work_dir, resume_wait_s if args.resume else 0.0)
+    return cfg
+
+
+def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[PreparedRun]:
+    """tools/train.py's parsed arguments to a `PreparedRun` (`load_checked` first); None with
+    ``args.check_only``."""
+    cfg = load_checked(args, resume_wait_s)
     if args.check_only:
-        if os.environ.get('NODE_RANK', '0') == '0':  # several machines: node 0's trainer holds it
-            check_work_dir_free(cfg.work_dir, wait_s)
         return None
+    wait_s = resume_wait_s if args.resume else 0.0
     hold_work_dir(cfg.work_dir, wait_s)  # rank 0, until this process ends: one trainer per dir
     choose_resume(cfg, args.resume)  # once the work dir is ours (another may be writing there)
     identity = dict(config_text=config_identity(cfg), setting=config_setting(cfg, args.config))

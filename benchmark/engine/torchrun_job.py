@@ -1,9 +1,10 @@
 """torchrun as `tools/dist_train.sh` runs it, in the process that checked the config: the data
 checked first, torchrun's own lines in a log, and the job's end as one line and one code.
 
-`check_launch_data` is the data check `tools/train.py` runs before it builds anything (the
-root, its layout, every image file: `benchmark.engine.launch.check_data`), run once before any
-training process starts, with train.py's line and exit code 2. Its scan of the image files is
+`check_launch` is `tools/train.py --check-only` (the config, the work dir free) and the data
+check train.py runs before it builds anything (the root, its layout, every image file:
+`benchmark.engine.launch.check_data`), on one load of the config, once before any training
+process starts, with train.py's line and exit code. Its scan of the image files is
 cached in the data root (`benchmark.data.scan`), so each training process then only reads the
 cache and stats its files. A data root where no cache can be kept (read-only, without one) gets
 its layout checked here and its files decoded by each training process, as one process does,
@@ -36,7 +37,8 @@ import traceback
 from typing import List, Optional, Tuple
 
 from benchmark.cli import config_line, fail, one_line
-from benchmark.engine.launch import check_data, load_config
+from benchmark.engine.late_errors import START_ERRORS, start_exit
+from benchmark.engine.launch import check_data, load_checked
 from benchmark.engine.preemption import read_told
 from benchmark.layout import SCAN_CACHE, attempt_header
 
@@ -58,14 +60,18 @@ def job_log(work_dir: str) -> str:
     return osp.join(work_dir, LOG_NAME if node == '0' else f'torchrun.node{node}.log')
 
 
-def check_launch_data(args) -> Tuple[int, str]:
-    """The data check of `tools/train.py` (`args`: its parsed arguments), before torchrun starts:
-    (0, or 2 after train.py's one line; torchrun's log).
+def check_launch(args) -> Tuple[int, Optional[str]]:
+    """`tools/train.py --check-only` and then its data check, on one load of the config, before
+    torchrun starts (`args`: its parsed arguments): (0, or train.py's exit code after its one
+    line; torchrun's log, None where the config or work dir is refused).
 
     Raises:
         The error itself with ``--debug``.
     """
-    cfg = load_config(args.config, args.cfg_options, args.work_dir, 'pytorch')
+    try:
+        cfg = load_checked(args)
+    except START_ERRORS as err:
+        return start_exit(err, args.config, args.debug), None
     root = cfg.train_dataloader.dataset.get('data_root', '')
     try:  # a read-only root without a cache: a scan here would be one more, uncached
         check_data(cfg, decode_images=osp.isfile(osp.join(root, SCAN_CACHE))

@@ -11,8 +11,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from benchmark.data.fakes import make_fake_tiny_imagenet, truncate_image_file
-from benchmark.engine import torchrun_job
-from benchmark.engine.torchrun_job import (TorchrunJob, check_launch_data, job_log,
+from benchmark.engine import launch, torchrun_job
+from benchmark.engine.torchrun_job import (TorchrunJob, check_launch, job_log,
                                            without_a_line)
 from tests.conftest import ROOT
 
@@ -28,11 +28,26 @@ def test_a_read_only_data_root_without_a_cache_is_left_to_the_training_processes
     (data / 'train' / 'n00000001' / 'images' / 'n00000001_0.JPEG').write_text('<html>')
     monkeypatch.setattr(torchrun_job.os, 'access', lambda path, mode: False)
     args = _args(tmp_path, f'train_dataloader.dataset.data_root={data}')
-    assert check_launch_data(args)[0] == 0 and capsys.readouterr().err == ''
+    assert check_launch(args)[0] == 0 and capsys.readouterr().err == ''
     assert not (data / '.image_scan.json').exists()
     args = _args(tmp_path, f"train_dataloader.dataset.data_root={data / 'train'}")
-    assert check_launch_data(args)[0] == 2  # the layout still is
+    assert check_launch(args)[0] == 2  # the layout still is
     assert 'is malformed: missing wnids.txt' in capsys.readouterr().err
+
+
+def test_the_config_is_loaded_once_for_its_check_and_the_data_check(tmp_path, capsys,
+                                                                   monkeypatch):
+    """tools/train.py --check-only and the data check on one load of the config; a bad key is
+    train.py's one line and exit code 2, before any data is read."""
+    loads, read = [], launch.read_config
+    monkeypatch.setattr(launch, 'read_config', lambda path: loads.append(path) or read(path))
+    data = make_fake_tiny_imagenet(tmp_path, num_classes=2, train_per_class=2, val_per_class=1,
+                                   size=8)
+    assert check_launch(_args(tmp_path, f'train_dataloader.dataset.data_root={data}'))[0] == 0
+    assert loads == [CONFIG] and capsys.readouterr().err == ''
+    assert check_launch(_args(tmp_path, 'model.temprature=0.1')) == (2, None)
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {CONFIG}: unknown key 'model.temprature' (did you mean 'model.temperature'?)"]
 
 
 def _failure(local_rank: int, exitcode: int, when: int) -> ProcessFailure:
@@ -44,7 +59,8 @@ def _failure(local_rank: int, exitcode: int, when: int) -> ProcessFailure:
 
 def _args(tmp_path, *options: str) -> argparse.Namespace:
     return argparse.Namespace(config=CONFIG, cfg_options=dict(o.split('=', 1) for o in options),
-                              work_dir=str(tmp_path / 'work'), debug=False)
+                              work_dir=str(tmp_path / 'work'), debug=False, check_only=True,
+                              resume=None, launcher='none')
 
 
 def test_the_log_goes_to_the_work_dir_one_per_node(monkeypatch):
@@ -66,7 +82,7 @@ def test_the_data_is_checked_before_torchrun_as_train_py_checks_it(how, tmp_path
         truncate_image_file(data / 'train' / 'n00000000' / 'images' / 'n00000000_1.JPEG')
         (data / 'train' / 'n00000001' / 'images' / 'n00000001_0.JPEG').write_text('<html>')
     root = data / 'train' if how == 'misplaced' else data
-    code, log = check_launch_data(_args(tmp_path, f'train_dataloader.dataset.data_root={root}'))
+    code, log = check_launch(_args(tmp_path, f'train_dataloader.dataset.data_root={root}'))
     lines = capsys.readouterr().err.splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith(f'error: {CONFIG}: '), lines
     assert log == str(tmp_path / 'work' / 'torchrun.log')
