@@ -31,8 +31,7 @@ from benchmark.engine.checkpoints import check_resume_fits, choose_resume_checkp
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
                                      setup_cpu_distributed)
 from benchmark.engine.config.check import merge_options, read_config, validate_config
-from benchmark.engine.config.views import (device_views, fill_view_size, resolve_train_views,
-                                           train_dataset)
+from benchmark.engine.config.views import fill_view_size, resolve_train_views
 from benchmark.engine.preemption import PreemptionHook
 from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.progress import ProgressHook
@@ -178,7 +177,7 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
     source = config_file or cfg.filename
     if source and osp.isfile(source):
         shipped = Config.fromfile(source, import_custom_modules=False)
-        _fill_view_size_as(shipped, bare)
+        fill_view_size(shipped, like=bare)  # its size follows the run's: input_size=N, one override
         theirs = {k: v for k, v in flat_items(shipped.to_dict()).items() if _is_setting(k)}
         overrides = {k: _plain(v) for k, v in mine.items()
                      if k not in theirs or _text(theirs[k]) != _text(v)}
@@ -191,14 +190,6 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
 
 def _nested(inner: str, outer: str) -> bool:
     return inner.startswith(outer + '.')
-
-
-def _fill_view_size_as(shipped: Config, cfg: Config) -> None:
-    """`fill_view_size` of the shipped config from `cfg`'s dataset: a preprocessor size the
-    file leaves to the dataset follows the run's, so a changed input_size is one override."""
-    pre = device_views(shipped)
-    if pre is not None and pre.get('input_size') is None:
-        pre['input_size'] = train_dataset(cfg).get('input_size', 224)
 
 
 def pin_batches(cfg: Config, cuda: bool) -> None:

@@ -58,18 +58,23 @@ RUNNER_SECTIONS = [('model_wrapper_cfg', MODEL_WRAPPERS, None, ('module',)),
                    ('visualizer', VISUALIZERS, None, ())]
 
 
-def build(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
-          skip: Iterable[str] = (), extra: Iterable[str] = (), build_it: bool = True,
-          drop: Iterable[str] = (), **default_args: Any) -> Any:
-    """The type `section` names in `registry`, its keywords checked; with `build_it`, what
-    ``registry.build`` makes of it (without the keys in `drop`, which mmengine takes out)."""
+def typed(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
+          skip: Iterable[str] = (), extra: Iterable[str] = ()) -> Any:
+    """The type `section` names in `registry`, once the keywords it gives fit that type."""
     require_dict(section, path)
     if 'type' not in section and default_type is None:
         raise ConfigError(f'{path}.type: missing')
     cls = lookup(registry, section.get('type', default_type), path)
     check_call(section, cls, path, skip, {*extra, 'type', '_scope_'})
-    if not build_it:
-        return cls
+    return cls
+
+
+def build(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
+          skip: Iterable[str] = (), extra: Iterable[str] = (), drop: Iterable[str] = (),
+          **default_args: Any) -> Any:
+    """What ``registry.build`` makes of `section` once it is `typed` (without the keys in
+    `drop`, which mmengine takes out first)."""
+    cls = typed(registry, section, path, default_type, skip, extra)
     return attempt(lambda given: registry.build(dict(
         {k: copy.deepcopy(v) for k, v in given.items() if k not in drop}, type=cls),
         default_args=default_args or None), section, path, cls)
@@ -102,8 +107,7 @@ def check_model(model: Any) -> torch.nn.Module:
     if isinstance(model.get('backbone'), dict):
         check_call(model['backbone'], build_resnet, 'model.backbone')
     if isinstance(model.get('data_preprocessor'), dict):
-        build(MODELS, model['data_preprocessor'], 'model.data_preprocessor',
-              'BaseDataPreprocessor', build_it=False)
+        typed(MODELS, model['data_preprocessor'], 'model.data_preprocessor', 'BaseDataPreprocessor')
     key = json.dumps(model, sort_keys=True, default=repr)
     if key not in LAST_MODEL:  # on the meta device: tensors without storage (values unused)
         with torch.device('meta'):
@@ -117,12 +121,10 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
     path, wrapper = 'optim_wrapper', cfg['optim_wrapper']
     require_dict(wrapper, path)
     if 'constructor' not in wrapper:  # a custom constructor reads the rest its own way
-        build(OPTIM_WRAPPERS, wrapper, path, 'OptimWrapper', extra={'paramwise_cfg'},
-              build_it=False)
+        typed(OPTIM_WRAPPERS, wrapper, path, 'OptimWrapper', extra={'paramwise_cfg'})
         if 'optimizer' not in wrapper:
             raise ConfigError(f'{path}.optimizer: missing')
-        build(OPTIMIZERS, wrapper['optimizer'], f'{path}.optimizer', skip={'params'},
-              build_it=False)
+        typed(OPTIMIZERS, wrapper['optimizer'], f'{path}.optimizer', skip={'params'})
         clip = wrapper.get('clip_grad')
         if isinstance(clip, dict) and clip.get('type', 'norm') in ('norm', 'value'):
             clip_fn = getattr(torch.nn.utils, f"clip_grad_{clip.get('type', 'norm')}_")
@@ -172,16 +174,16 @@ def check_loader(loader: Any, path: str, seed: Any) -> None:
     for key in ('dataset', 'sampler'):
         if key not in loader:
             raise ConfigError(f'{path}.{key}: missing')
-    cls = build(DATASETS, loader['dataset'], f'{path}.dataset', build_it=False)
+    cls = typed(DATASETS, loader['dataset'], f'{path}.dataset')
     bind(getattr(cls, 'check_arguments', inspect.signature(cls).bind), loader['dataset'],
          f'{path}.dataset', cls)  # a dataset's check_arguments: the views, no file read
-    build(DATA_SAMPLERS, loader['sampler'], f'{path}.sampler', skip={'dataset'}, build_it=False)
+    typed(DATA_SAMPLERS, loader['sampler'], f'{path}.sampler', skip={'dataset'})
     if isinstance(loader.get('batch_sampler'), dict):
-        build(DATA_SAMPLERS, loader['batch_sampler'], f'{path}.batch_sampler',
-              skip={'sampler', 'batch_size'}, build_it=False)
+        typed(DATA_SAMPLERS, loader['batch_sampler'], f'{path}.batch_sampler',
+              skip={'sampler', 'batch_size'})
     for key in ('collate_fn', 'worker_init_fn'):  # its first argument is the DataLoader's
         if isinstance(loader.get(key), dict):
-            fn = build(FUNCTIONS, loader[key], f'{path}.{key}', build_it=False)
+            fn = typed(FUNCTIONS, loader[key], f'{path}.{key}')
             check_call(loader[key], fn, f'{path}.{key}', skip=list(accepted(fn)[0])[:1],
                        extra={'type', '_scope_'})
     attempt(lambda given: Runner.build_dataloader(  # a seed given spares the sampler drawing one
@@ -199,14 +201,13 @@ def check_loop(loop: Any, path: str) -> None:
             raise ConfigError(f'{path}.by_epoch: give type or by_epoch, not both' if 'type' in loop
                               else f'{path}.type: missing (or by_epoch)')
         default = 'EpochBasedTrainLoop' if loop.get('by_epoch') else 'IterBasedTrainLoop'
-    build(LOOPS, loop, path, default, skip={'runner', 'dataloader', 'evaluator'},
-          extra={'by_epoch'}, build_it=False)
+    typed(LOOPS, loop, path, default, {'runner', 'dataloader', 'evaluator'}, {'by_epoch'})
 
 
 def check_evaluator(evaluator: Any, path: str) -> None:
     """Runner.build_evaluator: dict(metrics=...) is an Evaluator, anything else metrics."""
     if isinstance(evaluator, dict) and 'metrics' in evaluator:
-        build(EVALUATOR, evaluator, path, 'Evaluator', build_it=False)
+        typed(EVALUATOR, evaluator, path, 'Evaluator')
         evaluator, path = evaluator['metrics'], f'{path}.metrics'
     for item, item_path in items(evaluator, path):
         build(METRICS, item, item_path)
@@ -231,7 +232,7 @@ def check_sections(cfg: dict) -> None:
                 raise ConfigError(f'{path}.base_batch_size: missing')
     for key, registry, default, skip in RUNNER_SECTIONS:
         if cfg.get(key) is not None:
-            build(registry, cfg[key], key, default, skip, build_it=key == 'log_processor')
+            (build if key == 'log_processor' else typed)(registry, cfg[key], key, default, skip)
     backends = (cfg.get('visualizer') or {}).get('vis_backends') or []
     for item, item_path in items([backends] if isinstance(backends, dict) else backends,
                                  'visualizer.vis_backends'):

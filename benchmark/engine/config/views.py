@@ -48,12 +48,12 @@ def resolve_train_views(cfg, cuda: bool) -> str:
     return views_path(cfg)
 
 
-def fill_view_size(cfg) -> None:
-    """Set ``model.data_preprocessor.input_size`` from the train dataset's where it is left out,
-    so ``--cfg-options train_dataloader.dataset.input_size=N`` changes the views too."""
+def fill_view_size(cfg, like=None) -> None:
+    """Set ``model.data_preprocessor.input_size`` from the train dataset's (of `like` where
+    given) where it is left out, so ``train_dataloader.dataset.input_size=N`` sizes the views."""
     pre = device_views(cfg)
     if pre is not None and pre.get('input_size') is None:
-        pre['input_size'] = train_dataset(cfg).get('input_size', 224)
+        pre['input_size'] = train_dataset(cfg if like is None else like).get('input_size', 224)
 
 
 def check_pairing(cfg) -> None:
