@@ -27,7 +27,7 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     check_values(top)
     resolve_train_views(top, torch.cuda.is_available() if cuda is None else cuda)
     check_pairing(top)
-    fill_view_size(top)  # as tools/train.py does before it builds the model
+    fill_view_size(top)  # as launch.load_config does before the model is built
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
