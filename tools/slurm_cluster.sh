@@ -40,8 +40,11 @@ stop() {  # stop the daemons this script started (their pid files under $DIR), n
     fi
     rm -f "$file"
   done
+  # the line that ends with this cluster's mark only: /var/tmp/mixco-slurm's mark is the start
+  # of /var/tmp/mixco-slurm-2n's, and a substring match removed the other cluster's node names
   if [ -w /etc/hosts ] && grep -qF "$HOSTS_MARK" /etc/hosts; then
-    grep -vF "$HOSTS_MARK" /etc/hosts >"$DIR/hosts.tmp" || true
+    awk -v mark="$HOSTS_MARK" 'substr($0, length($0) - length(mark) + 1) != mark' \
+      /etc/hosts >"$DIR/hosts.tmp" || true
     cat "$DIR/hosts.tmp" >/etc/hosts
     rm -f "$DIR/hosts.tmp"
   fi
