@@ -4,6 +4,7 @@ and through tools/dist_train.sh (two gloo processes, via tools/kill_resume.py on
 config, whose speed switches no shared run has: the tool trains its own reference and requires
 identity); a dead or hung process of two ends the job.
 
+SIGTERM to a job's process group, resumed at once, runs in tests/e2e/test_cluster_signals.py.
 The other variants (signals, a kill at any moment of a checkpoint write or during the
 evaluation, the RNG-state control, NaN, every method, device views) run in-process in
 tests/harness/faults/test_resume_in_process.py and tests/methods/test_method_resume.py."""
@@ -73,14 +74,11 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
 
 @pytest.mark.slow
 @pytest.mark.parametrize('stop, reference', [
-    (st.Stop('SIGTERM', 'group', 1), 'reference_1p'),
     (st.Stop('SIGKILL', 'launcher', 2), 'reference_2p')], indirect=['reference'],
-    ids=['sigterm-to-the-group', 'sigkill-to-the-launcher-of-two'])
+    ids=['sigkill-to-the-launcher-of-two'])
 def test_a_stop_then_a_resume_at_once_trains_on_bit_identical(stop, reference, tiny_data,
                                                               tmp_path):
-    """The fault campaign's stop scenarios, the two that once failed: SIGTERM to the process
-    group of tools/train.py (its loader worker kept the work dir's lock after the trainer's exit
-    143, and the resume started at once exited 75), and SIGKILL to tools/dist_train.sh of two
+    """The fault campaign's stop scenario that once failed: SIGKILL to tools/dist_train.sh of two
     processes (torchrun and the trainers trained on, unseen, holding the work dir). The resume
     starts the moment the job's exit status is known; it ends with the uninterrupted run's
     weights bit for bit, one record, and no process of either job left."""
@@ -88,11 +86,9 @@ def test_a_stop_then_a_resume_at_once_trains_on_bit_identical(stop, reference, t
                           random.Random(3), epochs=EPOCHS, per_epoch=STEPS[1], **TINY)
     assert outcome.ok, outcome.line()
     stopped = Path(tmp_path, f'stop-{stop.name}.out').read_text()
-    if stop.target == 'launcher':  # the trainers took their launcher's death as a pre-emption
-        logs = sorted(Path(tmp_path, f'stop-{stop.name}').glob('*/*.log'))
-        assert 'SIGTERM: saved' in logs[0].read_text(), (stopped[-2000:], outcome.line())
-    else:
-        assert outcome.stopped_rc == 143 and 'exiting with 143' in stopped, stopped[-2000:]
+    # the trainers took their launcher's death as a pre-emption
+    logs = sorted(Path(tmp_path, f'stop-{stop.name}').glob('*/*.log'))
+    assert 'SIGTERM: saved' in logs[0].read_text(), (stopped[-2000:], outcome.line())
 
 
 def test_dead_or_hung_process_ends_the_job_in_time_without_orphans(fake_tiny, tmp_path,
