@@ -30,14 +30,16 @@ def resolve_train_views(cfg, cuda: bool) -> str:
 
     'device' (``'auto'`` where `cuda`) moves the dataset's view preset to a GPUViewPreprocessor
     with those switches and has the dataset hand out ``raw_uint8`` images (resized to
-    ``raw_size`` first where given); a config that names the preprocessor itself keeps it.
+    ``raw_size`` first where given); a config that names the preprocessor itself keeps it, and
+    one without a model (or whose model is no dict) is left for the section check to name.
     """
     spec = cfg.pop('train_views', None)
     if spec is None:
         return views_path(cfg)
     refuse(TRAIN_VIEWS, spec=spec)
     on = spec.get('on', 'auto')
-    if (on == 'device' or (on == 'auto' and cuda)) and device_views(cfg) is None:
+    has_model = isinstance(cfg.get('model'), dict)
+    if (on == 'device' or (on == 'auto' and cuda)) and has_model and device_views(cfg) is None:
         dataset = train_dataset(cfg)
         view, raw_size = dataset.get('view', 'mocov2'), spec.get('raw_size')
         dataset['view'] = RAW_VIEW if raw_size is None else dict(name=RAW_VIEW, raw_size=raw_size)

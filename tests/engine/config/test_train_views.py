@@ -2,7 +2,7 @@
 in the loader workers on a CPU; the record says which."""
 import pytest
 
-from benchmark.engine.config.check import read_config, validate_config
+from benchmark.engine.config.check import ConfigError, read_config, validate_config
 from benchmark.engine.config.views import resolve_train_views, views_path
 from benchmark.engine.launch import pin_batches
 from benchmark.reports.records import build_record
@@ -76,6 +76,22 @@ def test_the_check_builds_the_views_a_gpu_run_would_take():
     with pytest.raises(ValueError, match="train_views.on='gpu'"):
         validate_config(cfg, cuda=True)
     assert 'train_views' in cfg  # the check works on a copy
+
+
+@pytest.mark.parametrize('model, line', [(None, 'model: missing'),
+                                         (5, 'model must be a dict, got 5')])
+@pytest.mark.parametrize('cuda', [False, True])
+def test_a_config_without_a_model_is_the_same_one_line_on_a_gpu(cuda, model, line):
+    """train_views moves the views into the model's preprocessor on a GPU; without a model
+    (or with one that is no dict) the check still says what is wrong in one line."""
+    cfg = config('mixco_r18_tiny.py')
+    if model is None:
+        cfg.pop('model')
+    else:
+        cfg.model = model
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, cuda=cuda)
+    assert str(err.value) == line
 
 
 def test_the_record_says_where_the_views_were_drawn():
