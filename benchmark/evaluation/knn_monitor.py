@@ -17,7 +17,7 @@ from benchmark import dist
 from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.knn import knn_k_for, knn_predict
-from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
+from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics, refuse_out_of_bounds
 from benchmark.evaluation.topk import topk_accuracy
 
 
@@ -45,17 +45,15 @@ class KNNMonitorHook(Hook):
     def __init__(self, interval: int = 1, num_train: int = 1000, num_test: int = 500,
                  k: Optional[int] = None, temperature: float = 0.1, seed: int = 0,
                  batch_size: int = 128, num_workers: int = 0) -> None:
-        for name, ok, want, value in [
-                ('interval', interval >= 1, '>= 1', interval),
-                ('num_train', num_train >= 1, '>= 1', num_train),
-                ('num_test', num_test >= 1, '>= 1', num_test),
-                ('k', k is None or k >= 1, 'None or >= 1', k),
-                ('temperature', temperature > 0, '> 0', temperature),
-                ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
-                ('batch_size', batch_size >= 1, '>= 1', batch_size),
-                ('num_workers', num_workers >= 0, '>= 0', num_workers)]:
-            if not ok:
-                raise ValueError(f'KNNMonitorHook: {name} must be {want}, got {value}')
+        refuse_out_of_bounds('KNNMonitorHook', [
+            ('interval', interval >= 1, '>= 1', interval),
+            ('num_train', num_train >= 1, '>= 1', num_train),
+            ('num_test', num_test >= 1, '>= 1', num_test),
+            ('k', k is None or k >= 1, 'None or >= 1', k),
+            ('temperature', temperature > 0, '> 0', temperature),
+            ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
+            ('batch_size', batch_size >= 1, '>= 1', batch_size),
+            ('num_workers', num_workers >= 0, '>= 0', num_workers)])
         self.interval, self.num_train, self.num_test = interval, num_train, num_test
         self.k, self.temperature, self.seed = k, temperature, seed
         self.batch_size, self.num_workers = batch_size, num_workers

@@ -1,5 +1,6 @@
-"""What the monitors run during training share: their fixed subsets and how an epoch is logged."""
-from typing import Dict
+"""What the monitors run during training share: their fixed subsets, how an epoch is logged
+and how their arguments are refused."""
+from typing import Any, Dict, Iterable, Tuple
 
 import numpy as np
 
@@ -15,6 +16,15 @@ def log_epoch_metrics(runner, prefix: str, accuracy: Dict[str, float], epoch: in
     runner.logger.info(f'{prefix}: epoch {epoch}: ' + '  '.join(
         f'{name} {value:.2f}' for name, value in accuracy.items()) + f' ({detail})')
     return scalars
+
+
+def refuse_out_of_bounds(owner: str, checks: Iterable[Tuple[str, bool, str, Any]]) -> None:
+    """Raise ``ValueError('<owner>: <name> must be <want>, got <value>')`` for the first
+    (name, ok, want, value) of `checks` whose `ok` is false: a monitor's arguments, checked in
+    its constructor."""
+    for name, ok, want, value in checks:
+        if not ok:
+            raise ValueError(f'{owner}: {name} must be {want}, got {value}')
 
 
 def fixed_subset(rng: np.random.Generator, length: int, size: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.engine.deferred_log import logger_interval, reads_logs
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.evaluation.features import extract_features
-from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics
+from benchmark.evaluation.monitor import fixed_subset, log_epoch_metrics, refuse_out_of_bounds
 from benchmark.evaluation.topk import topk_accuracy
 
 PROTOCOL = 'online_linear'
@@ -139,16 +139,14 @@ class OnlineLinearProbeHook(Hook):
     def __init__(self, lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 0.0,
                  interval: int = 1, num_test: Optional[int] = None, seed: int = 0,
                  batch_size: int = 256, num_workers: int = 0) -> None:
-        for name, ok, want, value in [
-                ('lr', lr > 0, '> 0', lr), ('momentum', 0 <= momentum < 1, 'in [0, 1)', momentum),
-                ('weight_decay', weight_decay >= 0, '>= 0', weight_decay),
-                ('interval', interval >= 1, '>= 1', interval),
-                ('num_test', num_test is None or num_test >= 1, '>= 1 or None', num_test),
-                ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
-                ('batch_size', batch_size >= 1, '>= 1', batch_size),
-                ('num_workers', num_workers >= 0, '>= 0', num_workers)]:
-            if not ok:
-                raise ValueError(f'OnlineLinearProbeHook: {name} must be {want}, got {value}')
+        refuse_out_of_bounds('OnlineLinearProbeHook', [
+            ('lr', lr > 0, '> 0', lr), ('momentum', 0 <= momentum < 1, 'in [0, 1)', momentum),
+            ('weight_decay', weight_decay >= 0, '>= 0', weight_decay),
+            ('interval', interval >= 1, '>= 1', interval),
+            ('num_test', num_test is None or num_test >= 1, '>= 1 or None', num_test),
+            ('seed', 0 <= seed < 2 ** 32, 'in [0, 2**32)', seed),
+            ('batch_size', batch_size >= 1, '>= 1', batch_size),
+            ('num_workers', num_workers >= 0, '>= 0', num_workers)])
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.interval, self.num_test, self.seed = interval, num_test, seed
         self.batch_size, self.num_workers = batch_size, num_workers
