@@ -53,6 +53,18 @@ def logger_interval(runner) -> Optional[int]:
     return next((h.interval for h in runner.hooks if isinstance(h, LoggerHook)), None)
 
 
+def checked_interval(owner: str, interval: Optional[int]) -> Optional[int]:
+    """A hook's `interval` argument (None: the LoggerHook's), refused in one line below 1."""
+    if interval is not None and interval < 1:
+        raise ValueError(f'{owner}: interval must be >= 1, got {interval}')
+    return interval
+
+
+def every(runner, interval: Optional[int]) -> int:
+    """The iterations between a hook's reads: its `interval`, else the LoggerHook's, else 1."""
+    return interval or logger_interval(runner) or 1
+
+
 def reads_logs(runner, batch_idx: int, interval: int) -> bool:
     """Whether LoggerHook may read the training scalars after this iteration: every `interval`
     iterations of the epoch or of the run, and at the end of an epoch."""
@@ -77,15 +89,13 @@ class DeferredRuntimeInfoHook(RuntimeInfoHook):
     """
 
     def __init__(self, interval: Optional[int] = None) -> None:
-        if interval is not None and interval < 1:
-            raise ValueError(f'DeferredRuntimeInfoHook: interval must be >= 1, got {interval}')
-        self.interval = interval
+        self.interval = checked_interval('DeferredRuntimeInfoHook', interval)
         self._every = interval or 1
         self._pending: List[Dict[str, Any]] = []
 
     def before_train(self, runner) -> None:
         super().before_train(runner)
-        self._every = self.interval or logger_interval(runner) or 1
+        self._every = every(runner, self.interval)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         if outputs is not None:

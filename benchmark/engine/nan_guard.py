@@ -14,7 +14,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from benchmark.dist import any_process, rank
-from benchmark.engine.deferred_log import detached, host_values, logger_interval, reads_logs
+from benchmark.engine.deferred_log import checked_interval, detached, every, host_values, reads_logs
 
 
 class DivergedError(FloatingPointError):
@@ -60,14 +60,12 @@ class NaNGuardHook(Hook):
     priority = 'HIGHEST'
 
     def __init__(self, interval: Optional[int] = None) -> None:
-        if interval is not None and interval < 1:
-            raise ValueError(f'NaNGuardHook: interval must be >= 1, got {interval}')
-        self.interval = interval
+        self.interval = checked_interval('NaNGuardHook', interval)
         self._every = interval or 1
         self._pending: List[Tuple[int, int, dict]] = []  # (iteration, epoch, log variables)
 
     def before_train(self, runner) -> None:
-        self._every = self.interval or logger_interval(runner) or 1
+        self._every = every(runner, self.interval)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         if outputs:

@@ -4,8 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from mmengine.hooks import LoggerHook
 
 from benchmark.engine.checkpoint_hook import non_finite_tensors
+from benchmark.engine.deferred_log import DeferredRuntimeInfoHook, every
 from benchmark.engine.nan_guard import DivergedError, NaNGuardHook, non_finite_terms
 
 
@@ -14,6 +16,19 @@ def test_non_finite_detection():
                              'acc': 0.5, 'x': float('inf')}) == ['loss_mix', 'x']
     assert non_finite_tensors({'a': torch.ones(2), 'b': torch.tensor([1.0, float('inf')]),
                                'n': torch.zeros(2, dtype=torch.long)}) == ['b']
+
+
+@pytest.mark.parametrize('hook', [NaNGuardHook, DeferredRuntimeInfoHook])
+def test_the_interval_is_refused_below_one_in_one_line(hook):
+    with pytest.raises(ValueError) as err:
+        hook(interval=0)
+    assert str(err.value) == f'{hook.__name__}: interval must be >= 1, got 0'
+
+
+def test_a_hook_reads_at_its_interval_else_the_loggers_else_every_iteration():
+    logged = SimpleNamespace(hooks=[LoggerHook(interval=5)])
+    assert (every(logged, 3), every(logged, None), every(SimpleNamespace(hooks=[]), None)) == (
+        3, 5, 1)
 
 
 def _runner(iteration: int, epoch: int = 0, batches: int = 100):
