@@ -100,6 +100,14 @@ def atomic_write_text(path: str, text: str) -> str:
     return atomic_write(path, write)
 
 
+def write_synced(fd: int, data: bytes) -> None:
+    """Write ``data`` to the open file descriptor ``fd``, flush and fsync it, and close it."""
+    with os.fdopen(fd, 'wb') as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def create_new(path: str, data: bytes) -> str:
     """Create ``path`` holding ``data``, complete or not at all, never replacing a file.
 
@@ -115,20 +123,13 @@ def create_new(path: str, data: bytes) -> str:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=folder)
     try:
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_synced(fd, data)
         try:
             os.link(tmp, path)  # atomic, and fails if path exists: never overwrites
         except FileExistsError:
             raise
         except OSError:  # no hard links on this file system: exclusive create instead
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            with os.fdopen(fd, 'wb') as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            write_synced(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), data)
     finally:
         os.unlink(tmp)
     fsync_dir(folder)
