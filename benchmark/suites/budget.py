@@ -69,7 +69,8 @@ def count_epoch_cost(cfg: Any, procs: int) -> Dict[str, float]:
     training loader) and the images an epoch of it trains on.
 
     Raises:
-        SuiteError: Where the step cannot be counted (its data missing, a model that fails).
+        SuiteError: Where the step cannot be counted (its data missing, a model that fails) or
+            an epoch trains on no image (a batch over a process's share of the data).
     """
     import torch
     from mmengine.registry import MODELS
@@ -82,18 +83,26 @@ def count_epoch_cost(cfg: Any, procs: int) -> Dict[str, float]:
     loader_cfg = copy.deepcopy(cfg.train_dataloader)
     loader_cfg.update(num_workers=0, persistent_workers=False)
     loader_cfg.pop('prefetch_factor', None)
+    name = Path(cfg.filename).name
     try:
         loader = Runner.build_dataloader(loader_cfg, seed=0)
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
-            model = MODELS.build(copy.deepcopy(cfg.model))
-        step = training_step_cost(model, next(iter(loader)))
+        size = len(loader.dataset)
+        images = images_per_epoch(size, loader_cfg.batch_size, procs,
+                                  bool(loader_cfg.get('drop_last', False)))
+        if images:
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                model = MODELS.build(copy.deepcopy(cfg.model))
+            step = training_step_cost(model, next(iter(loader)))
     except Exception as err:  # noqa: BLE001 - one line before anything trains
-        raise SuiteError(f'the training compute of {Path(cfg.filename).name} is unknown: its '
-                         f'step could not be counted ({type(err).__name__}: {err}); a budget '
-                         'needs every config\'s step counted, its data in place') from None
-    images = images_per_epoch(len(loader.dataset), loader_cfg.batch_size, procs,
-                              bool(loader_cfg.get('drop_last', False)))
+        raise SuiteError(f'the training compute of {name} is unknown: its step could not be '
+                         f'counted ({type(err).__name__}: {err}); a budget needs every '
+                         'config\'s step counted, its data in place') from None
+    if not images:
+        raise SuiteError(f'the training compute of {name} is unknown: an epoch trains on no '
+                         f'image ({size} images over {procs} process(es), batches of '
+                         f'{loader_cfg.batch_size}, the last dropped); give it a smaller '
+                         'train_dataloader.batch_size or fewer procs')
     return dict(flops_per_image=float(step['flops_per_image']), images_per_epoch=images)
 
 
@@ -188,9 +197,27 @@ def epoch_flops(costs: Dict[str, Dict[str, float]], key: str, cfg: Any,
     return cost['flops_per_image'] * cost['images_per_epoch'], cost
 
 
+def trains_by_epoch(cfg: Any) -> bool:
+    """Whether the config's training loop counts epochs (``train_cfg.max_epochs``), not
+    iterations (``by_epoch=False``, ``max_iters``)."""
+    loop = cfg.get('train_cfg') or {}
+    return (loop.get('by_epoch', True) is not False and 'max_iters' not in loop
+            and 'Iter' not in str(loop.get('type', '')) and 'max_epochs' in loop)
+
+
 def budget_runs(budget: Dict[str, Any], matched: list, costs: Dict[str, Dict[str, float]],
                 procs: int, seeds: List[int], add: Callable[..., Any]) -> None:
-    """Add each config's (and variant's) run at the budget's training FLOPs, every seed."""
+    """Add each config's (and variant's) run at the budget's training FLOPs, every seed.
+
+    Raises:
+        SuiteError: A config that trains by iterations (before any step is counted).
+    """
+    for config, _, _, _, run_cfg in matched:
+        if not trains_by_epoch(run_cfg):
+            raise SuiteError(
+                f'budget: {config} trains by iterations (train_cfg {dict(run_cfg.train_cfg)}); '
+                'a budget sets whole epochs: give it train_cfg=dict(by_epoch=True, '
+                'max_epochs=E) or drop budget from the suite')
     base = next(item[4] for item in matched if item[0] == budget['baseline'])
     flops = epoch_flops(costs, cost_key(_sha(base), procs), base, procs)[0] * budget['epochs']
     for config, resolved, overrides, variant, run_cfg in matched:

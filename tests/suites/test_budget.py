@@ -67,7 +67,8 @@ def test_a_bad_budget_is_one_line(value, words):
 
 
 def test_a_method_whose_cost_is_unknown_is_one_line_before_training(tmp_path):
-    """A config whose step cannot be counted (its data is missing) stops the expansion."""
+    """A config whose step cannot be counted (its data is missing) or whose epoch trains on no
+    image stops the expansion."""
     cfg = read_config('configs/mocov2_r18_tiny.py')
     cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nothing')
     with pytest.raises(SuiteError) as err:
@@ -75,6 +76,39 @@ def test_a_method_whose_cost_is_unknown_is_one_line_before_training(tmp_path):
     text = str(err.value)
     assert text.startswith('the training compute of mocov2_r18_tiny.py is unknown') \
         and '\n' not in text
+    # a batch over each process's share of the data: no image an epoch (and no batch to count)
+    cfg = read_config('configs/mocov2_r18_digits.py')  # 1437 images, the last batch dropped
+    cfg.train_dataloader.batch_size = 720
+    with pytest.raises(SuiteError) as err:
+        budget.count_epoch_cost(cfg, 2)
+    assert str(err.value) == (
+        'the training compute of mocov2_r18_digits.py is unknown: an epoch trains on no image '
+        '(1437 images over 2 process(es), batches of 720, the last dropped); give it a smaller '
+        'train_dataloader.batch_size or fewer procs')
+
+
+
+@pytest.mark.parametrize('baseline', [0, 1])
+def test_a_budget_over_a_config_that_trains_by_iterations_is_one_line(tmp_path, fake_costs,
+                                                                       baseline):
+    """An IterBasedTrainLoop (by_epoch=False, max_iters) has no epochs for a budget to set (and
+    the suite's plan and tables count epochs): refused before any step is counted, as the
+    baseline or as a compared config."""
+    from pathlib import Path
+    digits = Path(__file__).parents[2] / DIGITS[0]
+    config = tmp_path / 'mocov2_iters.py'
+    config.write_text(f'_base_ = [{str(digits)!r}]\n'
+                      'train_cfg = dict(_delete_=True, by_epoch=False, max_iters=40)\n')
+    configs = [str(config), DIGITS[1]]
+    path = tmp_path / 'iters.py'
+    path.write_text(f'configs = {configs!r}\nseeds = [0]\n'
+                    f'budget = dict(baseline={configs[baseline]!r}, epochs=3)\n')
+    with pytest.raises(SuiteError) as err:
+        expand_suite(str(path), results_root=str(tmp_path / 'r'), work_root=str(tmp_path / 'w'))
+    text = str(err.value)
+    assert f'budget: {config} trains by iterations' in text and 'max_epochs=E' in text \
+        and '\n' not in text
+    assert fake_costs[1] == []  # no step counted
 
 
 @pytest.fixture
