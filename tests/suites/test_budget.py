@@ -254,3 +254,53 @@ def test_the_explorer_gives_the_pages_comparison_at_equal_compute_and_its_trade_
     assert page_data(plain['index.html'])['equal_compute'] is None
     assert '## At equal training compute' not in plain['leaderboard.md'].read_text()
     assert read_csv(plain['leaderboard.csv'])  # the page itself is there
+
+
+def test_the_paper_tables_suite_at_equal_compute_plans_on_a_fake_tiny_imagenet(tmp_path,
+                                                                                monkeypatch):
+    """configs/suites/compute_paper_table1_r18.py as shipped, planned by --dry-run (one seed)
+    on a fake Tiny-ImageNet in the official format, each config's real step counted (at a
+    smaller width, input and batch: a full step takes minutes on a small CPU): each method's
+    FLOPs per image its own, its epochs the nearest to MoCo-v2's FLOPs at 100, printed with
+    its FLOPs; without the data the dry run stops before counting, naming
+    tools/prepare_data.py."""
+    import re
+    from pathlib import Path
+    from benchmark.data.fakes import make_fake_tiny_imagenet
+    from benchmark.reports.compute import flop_text
+    from benchmark.suites.suite import run_suite
+    shipped = Path(__file__).parents[2] / 'configs' / 'suites' / 'compute_paper_table1_r18.py'
+    path = tmp_path / shipped.name  # the same suite (its name too), at the test's sizes
+    path.write_text(shipped.read_text() + "cfg_options = {'model.backbone.width': 0.125, "
+                    "'train_dataloader.dataset.input_size': 32, "
+                    "'train_dataloader.batch_size': 4}\n")
+    monkeypatch.chdir(tmp_path)  # where the configs' data/tiny-imagenet-200 is looked for
+    options = dict(dry_run=True, seeds=[0], results_root=str(tmp_path / 'r'),
+                   work_root=str(tmp_path / 'w'), use_wandb=False)
+    with pytest.raises(SuiteError) as err:
+        run_suite(str(path), out=lambda *a, **k: None, **options)
+    assert 'tools/prepare_data.py tiny --root data' in str(err.value) \
+        and '\n' not in str(err.value)
+    make_fake_tiny_imagenet(tmp_path / 'data', num_classes=2, train_per_class=4,
+                            val_per_class=1, size=64)
+    counted, lines, count = {}, [], budget.count_epoch_cost
+
+    def spy(cfg, procs):
+        counted[cfg.model.type] = cost = count(cfg, procs)
+        return cost
+    monkeypatch.setattr(budget, 'count_epoch_cost', spy)
+    assert run_suite(str(path), out=lines.append, **options) == 0
+    assert {c['images_per_epoch'] for c in counted.values()} == {8}  # 2 processes x 4
+    per_image = {kind: c['flops_per_image'] for kind, c in counted.items()}
+    assert len(set(per_image.values())) == 4  # no two of the four methods' steps cost the same
+    text, epochs = '\n'.join(lines), {}
+    for stem, kind in [('mocov2', 'MoCo'), ('mixco', 'MixCoMoCo'), ('simclr', 'SimCLR'),
+                       ('mixco_simclr', 'MixCoSimCLR')]:
+        epoch = per_image[kind] * 8
+        epochs[stem] = min(range(1, 10_000),
+                           key=lambda e: abs(e * epoch - per_image['MoCo'] * 8 * 100))
+        said = (rf'\] {stem}_r18_tiny-\w+-s0 +train: start.*\n +equal compute: {epochs[stem]} '
+                rf'epochs x {flop_text(epoch)} = {flop_text(epoch * epochs[stem])}, .*'
+                r'\(mocov2_r18_tiny at 100 epochs\)')
+        assert re.search(said, text), (stem, said, text)
+    assert epochs['mocov2'] == 100 and len(set(epochs.values())) == 4, epochs

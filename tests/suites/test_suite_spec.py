@@ -98,13 +98,30 @@ def test_option_text_round_trips_through_cfg_options():
     assert digest({'b': 1, 'a': 'x'}) == digest({'a': 'x', 'b': 1}) != digest({'a': 'y', 'b': 1})
 
 
+# FLOPs per image of one step of each paper config at its shipped sizes (224 px, 64 a process),
+# as budget.count_epoch_cost counts them on Tiny-ImageNet (tests/suites/test_budget.py counts
+# that suite's steps on a fake one), and its images an epoch: 2 x 781 batches of 64.
+PAPER_STEPS = {'MoCo': 14308638720.0, 'MixCoMoCo': 19649085440.0, 'SimCLR': 21294841856.0,
+               'MixCoSimCLR': 31942197248.0}
+
+
 @pytest.mark.slow
-def test_shipped_suites_expand_and_validate():
+def test_shipped_suites_expand_and_validate(monkeypatch, tmp_path):
     """Every suite file builds and checks every run's config; the ablation keeps its variants."""
+    from benchmark.suites import budget
     names = {p.stem: p for p in SUITE_CONFIG_DIR.glob('*.py')}
     assert {'demo_digits', 'paper_table1_r18', 'mixco_ablation_r18', 'mix_family_r18',
-            'mix_family_digits'} <= set(names)
-    suites = {name: expand_suite(str(path)) for name, path in names.items()}
+            'mix_family_digits', 'compute_paper_table1_r18'} <= set(names)
+    suites = {name: expand_suite(str(path)) for name, path in names.items()
+              if name != 'compute_paper_table1_r18'}
+    monkeypatch.setattr(budget, 'count_epoch_cost', lambda cfg, procs: dict(
+        flops_per_image=PAPER_STEPS[cfg.model.type], images_per_epoch=2 * 781 * 64))
+    paper = expand_suite(str(names['compute_paper_table1_r18']), results_root=str(tmp_path))
+    matched = {r.info['method']: r.max_epochs for r in paper.runs if r.budget}
+    assert matched == {'mocov2': 100, 'mixco': 73, 'simclr': 67, 'mixco_simclr': 45}
+    assert len(paper.runs) == 7 * 3 and paper.procs == 2 and [
+        e.name for e in paper.evaluations] == ['default', 'linear_paper', 'linear_paper@cifar10',
+                                                'linear_paper@cifar100']
     demo = suites['demo_digits']
     assert (len(demo.runs), demo.procs, demo.evaluations) == (6, 1, (DEFAULT,))
     assert demo.cfg_options == {"train_dataloader.batch_size": 64,  # the configs' total batch
