@@ -37,7 +37,9 @@ from benchmark.layout import REPO_ROOT
 EPOCHS = 2
 STEPS = {1: 8, 2: 4}  # iterations per epoch: 32 images, a batch of 4 per process
 INTERVAL = 3  # iter_<n>.pth every 3 iterations (besides every epoch's)
-TINY = dict(workers=1, iter_interval=INTERVAL)  # `fr.write_config`'s settings besides these
+# `fr.write_config`'s settings besides these: ResNet-18 at a quarter width (its layers, a
+# sixteenth of the weights: these runs test the pipeline, and checkpoints of 8 MB save in moments)
+TINY = dict(workers=1, iter_interval=INTERVAL, width=0.25)
 
 
 T = TypeVar('T')
@@ -77,7 +79,8 @@ def tiny_data(tmp_path_factory) -> str:
 
 def tiny_config(path, data: str, *, imports: Sequence[str] = (), hooks: Sequence[str] = ()) -> str:
     """The tiny MixCo config every shared reference trains (`fr.write_config`: batch 4, queue
-    16, 32 px, one loader worker, 2 epochs, iter_<n>.pth every 3 iterations), written to `path`;
+    16, 32 px, ResNet-18 at width 0.25, one loader worker, 2 epochs, iter_<n>.pth every 3
+    iterations), written to `path`;
     a test's fault adds modules to import (on the run's PYTHONPATH) and hooks, which change
     when a run stops, never its weights."""
     extra = (f'custom_imports = dict(imports={fr.IMPORTS + list(imports)!r}, '

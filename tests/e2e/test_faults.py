@@ -54,7 +54,7 @@ def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess
          '--work-dir', str(tmp_path / 'w'), '--out', str(out), '--concurrent',
          '--cfg-options',
          'train_dataloader.dataset.input_size=32', 'train_dataloader.batch_size=4',
-         'train_dataloader.num_workers=1', 'model.queue_size=16'],
+         'train_dataloader.num_workers=1', 'model.queue_size=16', 'model.backbone.width=0.25'],
         cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())

@@ -4,8 +4,9 @@ stop (no wait for a collective timeout), and dist_train.sh exits 74 with, as the
 stderr (after torchrun's report), one line naming the folder, the space needed and the last
 good checkpoint; wandb (offline) has closed before it. That checkpoint loads, no partial file
 is left, and once there is space `--resume` finishes with the weights of the uninterrupted run
-(tests/e2e/conftest.py) bit for bit. The disk is a real 200 MB tmpfs where this machine lets
-the test mount one (root): one checkpoint of the tiny MixCo fits, two do not; elsewhere the
+(tests/e2e/conftest.py) bit for bit. The disk is a real tmpfs of one and a half checkpoints of
+the tiny MixCo where this machine lets the test mount one (root): one checkpoint fits, two do
+not; elsewhere the
 checkpoint write writes a third of the file and then raises ENOSPC, as mmengine's file backend
 would on a full disk.
 
@@ -56,13 +57,15 @@ def _line(work: str, needed: int, last_good: str) -> re.Pattern:
 
 
 @pytest.fixture
-def disk(tmp_path):
-    """(folder for the work dir, the environment's fault setting, how to free space): a 200 MB
-    tmpfs grown to 1 GB to free space, or, where this machine does not let the test mount one,
-    a plain folder with the checkpoint write that fails."""
+def disk(tmp_path, reference_2p):
+    """(folder for the work dir, the environment's fault setting, how to free space): a tmpfs
+    of one and a half checkpoints of the run (the reference's, the same config) grown to 1 GB to
+    free space, or, where this machine does not let the test mount one, a plain folder with the
+    checkpoint write that fails."""
     mount = tmp_path / 'disk'
     mount.mkdir()
-    made = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=200m', 'tmpfs', str(mount)],
+    size_kb = os.path.getsize(reference_2p.checkpoint) * 3 // 2 // 1024
+    made = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size_kb}k', 'tmpfs', str(mount)],
                           capture_output=True, text=True)
     if made.returncode != 0:
         yield mount, {'FAIL_WRITE_OF': FAILING}, lambda: None

@@ -4,8 +4,6 @@ each ImageNet config on generated data (the 200/400-epoch configs equal the 100-
 for max_epochs, which the step overrides)."""
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -17,6 +15,7 @@ import methods  # noqa: F401  registers the models
 from benchmark.engine.config.check import validate_config
 from benchmark.data.fakes import make_fake_image_folder
 from tests.conftest import ROOT
+from tools import train as train_tool
 
 IMAGENET = ['mocov2_r50_imagenet.py', 'mixco_r50_imagenet.py']
 LONGER = [f'{m}_r18_tiny_{e}e.py' for e in (200, 400) for m in ('mocov2', 'mixco')]
@@ -89,7 +88,8 @@ def test_table5_linear_eval():
 
 # ----------------------------------------------------------------------------- tiny runs
 STEP = ['train_dataloader.batch_size=4', 'train_dataloader.dataset.input_size=32',
-        'train_cfg.max_epochs=1', 'model.queue_size=64', 'train_dataloader.num_workers=0',
+        'train_cfg.max_epochs=1', 'model.queue_size=64', 'model.backbone.width=0.25',
+        'train_dataloader.num_workers=0',
         'train_dataloader.persistent_workers=False', 'default_hooks.logger.interval=1']
 
 
@@ -102,14 +102,14 @@ def fake_roots(tmp_path_factory):
 
 
 @pytest.mark.parametrize('name', IMAGENET)
-def test_one_training_step(name, fake_roots, tmp_path, subprocess_env):
-    """tools/train.py runs one step of the config (shrunk by --cfg-options) and saves it."""
+def test_one_training_step(name, fake_roots, tmp_path, run_main):
+    """tools/train.py (in-process, through its main) runs one step of the config (shrunk by
+    --cfg-options: its layers at a quarter width) and saves it."""
     data = fake_roots['imagenet']
-    proc = subprocess.run(
-        [sys.executable, 'tools/train.py', f'configs/{name}', '--work-dir', str(tmp_path),
-         '--no-eval', '--cfg-options', f'train_dataloader.dataset.data_root={data}', *STEP],
-        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, _, err, _ = run_main(train_tool, f'configs/{name}', '--work-dir', tmp_path, '--no-eval',
+                               '--cfg-options', f'train_dataloader.dataset.data_root={data}',
+                               *STEP)
+    assert code == 0, err[-3000:]
     assert (tmp_path / 'epoch_1.pth').is_file()
     scalars = next(tmp_path.glob('*/vis_data/scalars.json')).read_text().splitlines()
     rows = [json.loads(line) for line in scalars if '"loss"' in line]

@@ -54,5 +54,5 @@ def test_dist_train_two_cpu_processes(reference_2p):
     tables = list(work_dir.glob('**/wandb/offline-run-*/files/media/table/eval/*.table.json'))
     assert len(tables) == 1  # the evaluation reached the training's (offline) wandb run
     logged = json.loads(tables[0].read_text())['data']
-    assert ['mixco', 'resnet18', 'tiny-imagenet', EPOCHS, 'tiny-imagenet', 'knn', 'top1',
+    assert ['mixco', 'resnet18-w0.25', 'tiny-imagenet', EPOCHS, 'tiny-imagenet', 'knn', 'top1',
             record['protocols']['knn']['metrics']['top1'], ''] in logged

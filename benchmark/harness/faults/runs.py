@@ -42,7 +42,7 @@ def tiny_env(home: Optional[str] = None) -> Dict[str, str]:
 
 def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, batch: int = 4,
                  iter_interval: int = 3, max_keep_ckpts: int = 3, fault: str = '',
-                 workers: int = 2, extra: str = '', dataset: str = '') -> str:
+                 workers: int = 2, extra: str = '', dataset: str = '', width: float = 1) -> str:
     """A tiny config over ``configs/<method>_r18_tiny.py`` with an optional fault hook.
 
     Args:
@@ -52,16 +52,20 @@ def write_config(path: str, method: str, data_root: str, *, epochs: int = 2, bat
         fault: A hook of `benchmark.harness.faults.hooks`, e.g. ``"dict(type='KillHook', at_iter=5)"``.
         extra: More config lines.
         dataset: More keyword arguments of the dataset, e.g. ``"bad_data='skip'"``.
+        width: The ResNet's channels times this (1: the config's own network; 0.25 keeps its
+            layers with a sixteenth of the weights, for runs that test the pipeline).
     """
     base = REPO_ROOT / 'configs' / f'{method}_r18_tiny.py'
     hooks = BASE_HOOKS + (f', {fault}' if fault else '')
-    queue = "model = dict(queue_size=16)\n" if 'simclr' not in method else ''
+    model = ([] if 'simclr' in method else ['queue_size=16']) + (
+        [f'backbone=dict(width={width!r})'] if width != 1 else [])
+    model_line = f"model = dict({', '.join(model)})\n" if model else ''
     text = (f"_base_ = [{str(base)!r}]\n"
             f"custom_imports = dict(imports={IMPORTS!r}, allow_failed_imports=False)\n"
             f"train_dataloader = dict(batch_size={batch}, num_workers={workers}, "
             f"persistent_workers={workers > 0}, "
             f"dataset=dict(data_root={data_root!r}, input_size=32{', ' + dataset if dataset else ''}))\n"
-            f"train_cfg = dict(max_epochs={epochs})\n{queue}"
+            f"train_cfg = dict(max_epochs={epochs})\n{model_line}"
             f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict("
             f"iter_interval={iter_interval}, max_keep_ckpts={max_keep_ckpts}))\n"
             f"custom_hooks = [{hooks}]\n{extra}")

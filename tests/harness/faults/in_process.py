@@ -87,11 +87,12 @@ def data(tmp_path_factory):
 
 def config(folder, data_root, method='mixco', fault='', extra='', keep=3) -> str:
     """A config of its own name (mmengine keys its loggers and message hubs by it) over the
-    fault campaign's tiny config: 16 px, no loader workers, an iteration checkpoint every 2;
+    fault campaign's tiny config: 16 px, ResNet-18 at width 0.25, no loader workers, an
+    iteration checkpoint every 2;
     ``extra`` is merged into it, e.g. ``"model = dict(mix_warmup_epochs=1)"``."""
     base = fr.write_config(osp.join(folder, f'base{next(_names)}.py'), method, data_root,
                            epochs=EPOCHS, iter_interval=INTERVAL, max_keep_ckpts=keep,
-                           fault=fault, workers=0)
+                           fault=fault, workers=0, width=0.25)
     middle = osp.join(folder, f'base{next(_names)}.py')
     with open(middle, 'w') as handle:
         handle.write(f'_base_ = [{base!r}]\ntrain_dataloader = dict(dataset=dict(input_size=16))\n')
