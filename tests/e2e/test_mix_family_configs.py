@@ -1,16 +1,16 @@
-"""The mix-up family's configs train end to end: tools/train.py runs each paper-scale config
-(shrunk by --cfg-options) for one epoch with evaluation, and the record names the method."""
+"""The mix-up family's configs train end to end: tools/train.py (in-process, through its main)
+runs each paper-scale config (shrunk by --cfg-options: its layers at a quarter width) for one
+epoch with evaluation, and the record names the method."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from benchmark.data.fakes import make_fake_tiny_imagenet
-from tests.conftest import ROOT
+from tools import train as train_tool
 
 SHRINK = ['train_dataloader.batch_size=4', 'train_dataloader.dataset.input_size=32',
-          'train_cfg.max_epochs=1', 'model.queue_size=64', 'train_dataloader.num_workers=0',
+          'train_cfg.max_epochs=1', 'model.queue_size=64', 'model.backbone.width=0.25',
+          'train_dataloader.num_workers=0',
           'train_dataloader.persistent_workers=False', 'default_hooks.logger.interval=1',
           'custom_hooks=[]']
 
@@ -28,14 +28,12 @@ def tiny_root(tmp_path_factory):
     ('mochi_r18_tiny.py', 'mochi', ['model.mix_warmup_epochs=0', 'model.mix_hardest=16',
                                     'model.mix_synthetic=8', 'model.mix_query_synthetic=4']),
 ])
-def test_family_config_trains_and_records(name, method, extra, tiny_root, tmp_path,
-                                          subprocess_env):
-    proc = subprocess.run(
-        [sys.executable, 'tools/train.py', f'configs/{name}', '--work-dir', str(tmp_path / 'w'),
-         '--results-dir', str(tmp_path / 'r'), '--cfg-options',
-         f'train_dataloader.dataset.data_root={tiny_root}', *SHRINK, *extra],
-        cwd=ROOT, env=subprocess_env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_family_config_trains_and_records(name, method, extra, tiny_root, tmp_path, run_main):
+    code, _, err, _ = run_main(
+        train_tool, f'configs/{name}', '--work-dir', tmp_path / 'w', '--results-dir',
+        tmp_path / 'r', '--cfg-options', f'train_dataloader.dataset.data_root={tiny_root}',
+        *SHRINK, *extra)
+    assert code == 0, err[-3000:]
     (record,) = (tmp_path / 'r' / 'runs').glob('*.json')
     data = json.loads(record.read_text())
     assert data['method'] == method and data['status'] == 'ok'
