@@ -22,7 +22,7 @@ import benchmark.components  # noqa: F401
 from benchmark.harness.faults.runs import differing, load_weights
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
-from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, tiny_config, wait_for
+from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -131,22 +131,21 @@ def test_stopped_jobs_save_are_requeued_and_resume_bit_identical(
         assert differing(reference_1p.weights, final) == [], kind
 
 
-@pytest.fixture(params=['cgroup', 'linuxproc'])
-def tracking(request, real_slurm):
-    """The cluster of each process tracking mode (SLURM_CONF set to it), checked to be it."""
-    if request.param == 'linuxproc':
-        request.getfixturevalue('real_slurm_linuxproc')
+@pytest.fixture
+def linuxproc(real_slurm_linuxproc):
+    """The cluster that tracks a job's processes by their parents (SLURM_CONF set to it),
+    checked to be it."""
     out = subprocess.run(['scontrol', 'show', 'config'], capture_output=True, text=True,
                          timeout=30, check=True).stdout
-    assert re.search(rf'^ProctrackType\s*=\s*proctrack/{request.param}$', out, re.M), out
-    return request.param
+    assert re.search(r'^ProctrackType\s*=\s*proctrack/linuxproc$', out, re.M), out
 
 
-def test_a_cancelled_job_saves_and_says_how_to_resume(tracking, tmp_path, tiny_data,
+def test_a_cancelled_job_saves_and_says_how_to_resume(linuxproc, tmp_path, tiny_data,
                                                      monkeypatch):
-    """scancel: under cgroup tracking SIGTERM reaches the task only (which passes it on), under
-    linuxproc every process of the job, the training included. Either way the training saves
-    at the signal and the suite says the run was stopped; rerunning it resumes (as above)."""
+    """scancel under linuxproc tracking: SIGTERM reaches every process of the job at once, the
+    training included. The training saves at the signal and the suite says the run was
+    stopped; rerunning it resumes (as above). (Under cgroup tracking SIGTERM reaches the task
+    only, which passes it on: the `scontrol requeue` case above.)"""
     name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
     subprocess.run(['scancel', job], check=True, timeout=30)
     out = finish(name, proc)
@@ -223,32 +222,6 @@ def test_wait_ends_for_a_job_cancelled_before_it_ran(real_slurm, tmp_path):
             subprocess.run(['scancel', job], timeout=30)
     assert proc.returncode == 1, out
     assert 'left the queue without a result (cancelled, or killed before it wrote one)' in out
-
-
-def test_one_task_per_process_trains_as_torchrun_does(real_slurm, tmp_path, tiny_data,
-                                                      reference_2p):
-    """slurm.nodes = 1 on the real single-node SLURM: two tasks, one rank each, their ranks
-    from SLURM (srun), the rendezvous hosted by rank 0's task; the run ends with the weights of
-    the two-process torchrun run (`reference_2p`), bit for bit, and one record."""
-    name = f'realslurm_{uuid.uuid4().hex[:8]}'
-    config = tiny_config(tmp_path / 'tiny.py', tiny_data)
-    suite_file = tmp_path / f'{name}.py'
-    suite_file.write_text(
-        f"configs = [{config!r}]\nseeds = [0]\nprocs = 2\n"
-        "slurm = dict(partition='debug', time='0:30:00', gpus_per_node=0, cpus_per_task=1, "
-        "nodes=1, poll_s=1)\n")
-    env = dict(run_env(tmp_path, tmp_path), PYTHON=sys.executable)
-    cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite_file), '--no-wandb',
-           '--launcher', 'slurm', '--wait']
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    out = finish(name, proc)
-    assert proc.returncode == 0, out[-3000:]
-    work = next((tmp_path / f'work_dirs/suites/{name}').glob('tiny-*'))
-    assert (work / 'suite_train.log.rank1').is_file()  # a task of its own for rank 1
-    assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
-    final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
-    assert differing(reference_2p.weights, final) == []
 
 
 def documented_batch_script(config: str, work: Path) -> str:
