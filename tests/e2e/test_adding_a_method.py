@@ -69,6 +69,7 @@ def repo(tmp_path_factory) -> Path:
 
 def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(repo), WANDB_MODE='disabled')
+    env.pop('PYTEST_ADDOPTS', None)  # the outer session's options are not the inner pytest's
     return subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=900)
 
