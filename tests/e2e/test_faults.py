@@ -1,13 +1,14 @@
-"""Real faults against real training processes: a SIGKILL and --resume through tools/train.py
-(one process, ending bit-identical to the shared uninterrupted run of tests/e2e/conftest.py)
-and through tools/dist_train.sh (two gloo processes, via tools/kill_resume.py on the fast
-config, whose speed switches no shared run has: the tool trains its own reference and requires
-identity); a dead or hung process of two ends the job.
+"""Real faults against real training processes: a SIGKILL and --resume through
+tools/dist_train.sh (two gloo processes, via tools/kill_resume.py on the fast config, whose
+speed switches no shared run has: the tool trains its own reference and requires identity), a
+SIGKILL to the launcher of two resumed at once (ending bit-identical to the shared
+uninterrupted run of tests/e2e/conftest.py); a dead or hung process of two ends the job.
 
 SIGTERM to a job's process group, resumed at once, runs in tests/e2e/test_cluster_signals.py.
-The other variants (signals, a kill at any moment of a checkpoint write or during the
-evaluation, the RNG-state control, NaN, every method, device views) run in-process in
-tests/harness/faults/test_resume_in_process.py and tests/methods/test_method_resume.py."""
+The other variants (one process SIGKILLed mid-epoch, signals, a kill at any moment of a
+checkpoint write or during the evaluation, the RNG-state control, NaN, every method, device
+views) run in-process in tests/harness/faults/test_resume_in_process.py and
+tests/methods/test_method_resume.py."""
 import json
 import random
 import subprocess
@@ -20,25 +21,6 @@ from benchmark.harness.faults import campaign as fc
 from benchmark.harness.faults import stops as st
 from tests.conftest import ROOT
 from tests.e2e.conftest import EPOCHS, STEPS, TINY
-
-AT = 11  # epoch 2, batch 3 of 8; the newest checkpoint then is iter_9.pth
-
-
-def test_one_process_sigkill_then_resume_is_bit_identical(tiny_data, reference_1p, tmp_path):
-    """tools/train.py SIGKILLed after iteration 11 (epoch 2, batch 3 of 8), as the fault
-    campaign scores it: --resume continues from iter_9.pth, trains the iterations left, leaves
-    no corrupt checkpoint and ends with the uninterrupted run's weights bit for bit."""
-    card, lines = fc.Scorecard(), []
-    fc.score_kill_resume(card, str(tmp_path), tiny_data, 'mixco', reference_1p.checkpoint,
-                         f'at_iter={AT}', EPOCHS, log=lines.append, **TINY)
-    assert (card.faults_injected, card.faults_survived, card.checkpoints_corrupt) == (1, 1, 0), \
-        card.failures
-    assert lines == [f"  kill {f'mixco-at-iter-{AT}-1p':<40} bit-identical"]
-    killed, resumed = sorted((tmp_path / f'mixco-at-iter-{AT}-1p').glob('*/*.log'))
-    assert f'Epoch(train) [2][3/{STEPS[1]}]' in killed.read_text()  # iteration 11 ran, then the kill
-    log = resumed.read_text()
-    assert 'resumed epoch: 1, iter: 9' in log
-    assert log.count('Epoch(train)') == EPOCHS * STEPS[1] - 9  # logged every iteration
 
 
 def test_two_processes_sigkill_then_resume_is_bit_identical(tmp_path, subprocess_env):
