@@ -74,10 +74,12 @@ def test_env_step_writes_to_a_relative_output_dir_and_fails_without_cuda(tmp_pat
 @no_cuda
 def test_without_an_argument_the_outputs_go_to_results_gpu_proof(tmp_path, subprocess_env):
     """A copy of the script in a folder of its own, so that the checkout's results/ is left as
-    it is; the package comes from PYTHONPATH."""
+    it is; its interpreter `false` (the step's log is what this checks: the step above runs
+    the real one)."""
     (tmp_path / 'tools').mkdir()
     shutil.copy(SCRIPT, tmp_path / 'tools' / 'gpu_proof.sh')
-    proc = proof(tmp_path, subprocess_env, 'env', script=tmp_path / 'tools' / 'gpu_proof.sh')
+    proc = proof(tmp_path, subprocess_env, 'env', script=tmp_path / 'tools' / 'gpu_proof.sh',
+                 PYTHON='false')
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (tmp_path / 'results' / 'gpu_proof' / 'env.log').is_file()
     assert f'gpu_proof: outputs in {tmp_path / "results" / "gpu_proof"}' in proc.stdout
