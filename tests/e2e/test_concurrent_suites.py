@@ -1,8 +1,8 @@
 """End to end: two real `tools/run_suite.py` processes started together on the same two-run
-suite (digits, tiny sizes through the suite's cfg_options) and roots, as two terminals or two
-SLURM array tasks would: every run is trained once (one attempt in its training log), each
-process passes over the run the other claimed and finds it done at the end, and the suite ends
-with exactly one record per run."""
+suite (the shared tiny config of tests/e2e/conftest.py, two seeds, one epoch) and roots, as two
+terminals or two SLURM array tasks would: every run is trained once (one attempt in its training
+log), each process passes over the run the other claimed and finds it done at the end, and the
+suite ends with exactly one record per run."""
 import json
 import subprocess
 import sys
@@ -11,16 +11,21 @@ from pathlib import Path
 import benchmark.components  # noqa: F401
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
-from tests.e2e.conftest import digits_suite_text
+from tests.e2e.conftest import run_env, tiny_config
 
-SUITE = digits_suite_text(epochs=1, batches=4)
+SUITE = """
+configs = [{config!r}]
+seeds = [0, 1]
+procs = 1
+cfg_options = {{'train_cfg.max_epochs': 1}}
+"""
 
 
-def test_two_suite_processes_train_each_run_once(tmp_path, subprocess_env):
+def test_two_suite_processes_train_each_run_once(tmp_path, tiny_data):
     suite = tmp_path / 'tiny.py'
-    suite.write_text(SUITE)
+    suite.write_text(SUITE.format(config=tiny_config(tmp_path / 'tiny_run.py', tiny_data)))
     cmd = [sys.executable, str(ROOT / 'tools/run_suite.py'), str(suite), '--no-wandb']
-    env = dict(subprocess_env, PYTHON=sys.executable)
+    env = dict(run_env(tmp_path), PYTHON=sys.executable)
     procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     try:
@@ -36,7 +41,7 @@ def test_two_suite_processes_train_each_run_once(tmp_path, subprocess_env):
         assert log.count('\n==== ') == 1, (run.name, '\n\n'.join(outs))  # trained once
     records = [json.loads(p.read_text())
                for p in (tmp_path / 'results/suites/tiny/runs').glob('*.json')]
-    assert sorted(r['method'] for r in records) == ['mixco', 'mocov2']  # one record per run
+    assert sorted(r['seed'] for r in records) == [0, 1]  # one record per run
     started = sum(': started -> ok in ' in line for out in outs for line in out.splitlines())
     assert started == 2, '\n\n'.join(outs)
     for out in outs:  # each ends knowing both runs are done
