@@ -46,7 +46,7 @@ T = TypeVar('T')
 
 
 def once(tmp_path_factory, name: str, make: Callable[[Path], T]) -> T:
-    """`make(folder)` once per test session: under pytest-xdist (make test runs two workers)
+    """`make(folder)` once per test session: under pytest-xdist (make test runs three workers)
     the first worker to ask makes it under a lock in the session's shared temporary folder,
     the others wait for it and read its pickled result."""
     root = tmp_path_factory.getbasetemp()
