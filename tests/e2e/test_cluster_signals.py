@@ -9,36 +9,35 @@ the uninterrupted run (tests/e2e/conftest.py) bit for bit. (Before, torchrun sto
 training processes, SIGKILLing those that took longer than its grace, and the loader workers
 died: exit 1, no checkpoint.)
 
-Each way of delivering the signal runs once, each with one process count: to the process group
-with one process, to every process with two; each resume starts the moment the job has ended. What happens in a training process once the
-signal is there (SIGTERM and SIGUSR1, mid-epoch and on an epoch's last step) runs in-process in
-tests/harness/faults/test_resume_in_process.py."""
+Here the signal goes to every process of a job of two, and the resume starts the moment the job
+has ended. What a delivery to the process group adds runs in the other cases: torchrun taking
+the signal itself is part of this one, and the script passing it on to the training processes
+(each in a session of its own) is the SIGTERM to the script alone while they start, below, and
+the real SLURM's requeue (tests/e2e/test_real_slurm.py). What happens in a training process once
+the signal is there (SIGTERM and SIGUSR1, mid-epoch and on an epoch's last step) runs in-process
+in tests/harness/faults/test_resume_in_process.py."""
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from benchmark.harness.faults import runs as fr
 from benchmark.layout import PREEMPTED_MARKER, REPO_ROOT
 from tests.e2e.conftest import (EPOCHS, INTERVAL, STEPS, alive, paused_config, process_tree,
                                 run_env, tiny_config, wait_for)
 
-# Signalled after iteration 5: mid-epoch with 8 steps per epoch (one process) or 4 (two), and
-# not a periodic checkpoint's iteration, so iter_5.pth is the pre-emption's. The paused step
+# Signalled after iteration 5: mid-epoch with 4 steps per epoch (two processes), and not a
+# periodic checkpoint's iteration, so iter_5.pth is the pre-emption's. The paused step
 # then takes 4 s, longer than torchrun's grace (TORCH_ELASTIC_SHUTDOWN_TIMEOUT=1 below):
 # torchrun acting on the signal would SIGKILL the run.
 AT = 5
-assert AT % INTERVAL and AT % STEPS[1] and AT % STEPS[2]
+assert AT % INTERVAL and AT % STEPS[2]
 
 
-@pytest.mark.parametrize('nproc, to, reference', [(1, 'group', 'reference_1p'),
-                                                  (2, 'every process', 'reference_2p')],
-                         indirect=['reference'])
-def test_a_whole_job_sigterm_saves_exits_143_and_resumes_bit_identical(
-        nproc, to, reference, tmp_path, tiny_data):
+def test_a_whole_job_sigterm_saves_exits_143_and_resumes_bit_identical(reference_2p, tmp_path,
+                                                                       tiny_data):
+    nproc, reference = 2, reference_2p
     work = tmp_path / 'work'
     config, flag = paused_config(tmp_path, tiny_data, AT, slow_s=4)
     env = dict(run_env(tmp_path, tmp_path), TORCH_ELASTIC_SHUTDOWN_TIMEOUT='1',
@@ -54,11 +53,8 @@ def test_a_whole_job_sigterm_saves_exits_143_and_resumes_bit_identical(
             tree = process_tree(proc.pid)
             # dist_train.sh, torchrun, each training process and its loader worker
             assert len(tree) == 2 + 2 * nproc, tree
-            if to == 'group':
-                os.killpg(proc.pid, signal.SIGTERM)
-            else:
-                for pid in tree:
-                    os.kill(pid, signal.SIGTERM)
+            for pid in tree:
+                os.kill(pid, signal.SIGTERM)
             code = proc.wait(timeout=600)
         finally:
             if proc.poll() is None:
