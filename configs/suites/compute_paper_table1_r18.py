@@ -7,19 +7,11 @@
 # the data must be in place before it, --dry-run included:
 # tools/prepare_data.py tiny --root data; ... cifar10 --root data; ... cifar100 --root data.
 # On SLURM: tools/run_suite.py compute_paper_table1_r18 --launcher slurm --partition NAME
+_base_ = ['paper_table1_r18.py']  # its seeds, processes, evaluations and SLURM time
 configs = [
     'configs/mocov2_r18_tiny.py',
     'configs/mixco_r18_tiny.py',
     'configs/simclr_r18_tiny.py',
     'configs/mixco_simclr_r18_tiny.py',
 ]
-seeds = [0, 1, 2]
-procs = 2
-evaluations = [
-    'default',
-    'linear_paper',
-    dict(protocols=['linear_paper'], eval_data='cifar10', data_root='data'),
-    dict(protocols=['linear_paper'], eval_data='cifar100', data_root='data'),
-]
-slurm = dict(time='48:00:00')  # and 5 CPUs per process, 2 GPUs: the defaults
 budget = dict(baseline='configs/mocov2_r18_tiny.py', epochs=100)

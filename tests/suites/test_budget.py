@@ -271,6 +271,8 @@ def test_the_paper_tables_suite_at_equal_compute_plans_on_a_fake_tiny_imagenet(t
     from benchmark.suites.suite import run_suite
     shipped = Path(__file__).parents[2] / 'configs' / 'suites' / 'compute_paper_table1_r18.py'
     path = tmp_path / shipped.name  # the same suite (its name too), at the test's sizes
+    base = shipped.with_name('paper_table1_r18.py')  # the rows it inherits
+    (tmp_path / base.name).write_text(base.read_text())
     path.write_text(shipped.read_text() + "cfg_options = {'model.backbone.width': 0.125, "
                     "'train_dataloader.dataset.input_size': 32, "
                     "'train_dataloader.batch_size': 4}\n")
