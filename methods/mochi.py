@@ -5,11 +5,13 @@ Per query q (no official code was released; this follows the paper's text):
 1. Q~ = its N hardest negatives: the queue entries with the highest q . n.
 2. s synthetic negatives h = normalise(alpha n_i + (1 - alpha) n_j), n_i, n_j drawn from Q~
    (independently, so now and then i = j), alpha ~ U(0, 1) (sec. 4.1, "mixing the hardest
-   negatives").
+   negatives": alpha in (0, 1), randomly chosen; uniform is this module's reading).
 3. s' harder ones h' = normalise(beta q + (1 - beta) n_j), n_j from Q~, beta ~ U(0, 0.5), so the
    query never contributes more than the negative (sec. 4.2, "even harder negatives").
 4. They join that query's negatives in InfoNCE, as constants (no gradient flows into them);
    they never enter the queue.
+5. None for the first 10 epochs (sec. 5: 10 on ImageNet-100, 15 on ImageNet-1K).
+Each default's source: tests/methods/test_mochi_sources.py.
 """
 from typing import Dict, Tuple
 
@@ -96,8 +98,9 @@ class MoCHiMoCo(MoCo):
             K is smaller (then every queue entry is among the "hardest").
         mix_synthetic: s, negatives mixed from pairs of hard negatives (1024).
         mix_query_synthetic: s', negatives mixed from the query and a hard negative (512).
-        mix_warmup_epochs: Epochs of plain MoCo-v2 before mixing starts (10); the epoch is the
-            one mmengine's runner publishes in its MessageHub (0 outside a runner).
+        mix_warmup_epochs: Epochs of plain MoCo-v2 before mixing starts (10, the paper's
+            ImageNet-100 value, sec. 5); the epoch is the one mmengine's runner publishes in its
+            MessageHub (0 outside a runner).
         **kwargs: Arguments of `MoCo`.
     """
 
@@ -114,14 +117,14 @@ class MoCHiMoCo(MoCo):
                                  ('mix_warmup_epochs', mix_warmup_epochs, 0)]:
             if value < low:
                 raise ValueError(f'model.{name} must be >= {low}, got {value}')
-        # NOTE: the mixing follows the paper (sec. 4.1-4.2: pairs of the N hardest with alpha ~
-        # U(0, 1); the detached query with one of them, beta ~ U(0, 0.5); nothing synthetic
-        # enqueued), as public reimplementations do. The sizes and the warm-up are not a row of
-        # the paper: it trains ResNet-50 on ImageNet-100 and ImageNet-1K (no Tiny-ImageNet) over
-        # a grid of (N, s, s') (e.g. (256, 512, 0), (128, 1024, 512)); (1024, 1024, 512) is this
-        # repository's choice for the MixCo Tiny-ImageNet setting (K = 65536), with N = 1024 and
-        # the warm-up of 10 epochs as the defaults of SynCo's code (built on MoCHi). Quote a
-        # paper number only with a config that sets its row.
+        # NOTE: the mixing follows the paper (sec. 4.1-4.2: pairs of the N < K hardest with
+        # alpha in (0, 1); the detached query with one of them, beta in (0, 0.5); nothing
+        # synthetic enqueued), as public reimplementations do, and so does the warm-up (sec. 5:
+        # 10 epochs on ImageNet-100, 15 on ImageNet-1K). The sizes are not a row of the paper:
+        # it trains ResNet-50 on ImageNet-100 and ImageNet-1K (no Tiny-ImageNet) over a grid of
+        # (N, s, s') (Tables 1-2); (1024, 1024, 512) is this repository's choice for the MixCo
+        # Tiny-ImageNet setting (K = 65536, the paper's ImageNet-1K K). Quote a paper number only
+        # with a config that sets its row. tests/methods/test_mochi_sources.py holds the sources.
         self.mix_hardest = mix_hardest
         self.mix_synthetic = mix_synthetic
         self.mix_query_synthetic = mix_query_synthetic

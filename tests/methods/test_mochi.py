@@ -190,9 +190,10 @@ def test_sample_synthesis_shapes_and_ranges():
 
 
 def test_defaults_are_the_documented_ones():
-    """The paper's mixing: beta ~ U(0, 0.5) on the query (sec. 4.2), tau of MoCo-v2; the sizes
-    (N, s, s') = (1024, 1024, 512) at K = 65536 and the warm-up of 10 epochs as the method's NOTE
-    and docs/methods.md give them (chosen for the Tiny-ImageNet setting, not a paper row)."""
+    """The paper's mixing: beta ~ U(0, 0.5) on the query (sec. 4.2), tau of MoCo-v2, its
+    ImageNet-100 warm-up of 10 epochs (sec. 5); the sizes (N, s, s') = (1024, 1024, 512) at
+    K = 65536 as the method's NOTE and docs/methods.md give them (chosen for the Tiny-ImageNet
+    setting, not a paper row). test_mochi_sources.py checks each against the paper's text."""
     params = inspect.signature(MoCHiMoCo.__init__).parameters
     assert params['mix_hardest'].default == 1024
     assert params['mix_synthetic'].default == 1024
