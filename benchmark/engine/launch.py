@@ -29,7 +29,7 @@ from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine import held_signals
 from benchmark.engine.checkpoints import check_resume_fits, choose_resume_checkpoint, loadable
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
-                                     setup_cpu_distributed)
+                                     pretty_text, setup_cpu_distributed)
 from benchmark.engine.config.check import merge_options, read_config, validate_config
 from benchmark.engine.config.views import fill_view_size, resolve_train_views
 from benchmark.engine.preemption import PreemptionHook
@@ -116,7 +116,7 @@ def config_identity(cfg: Config) -> str:
         bare.pop(key, None)
     _drop_bookkeeping(bare)
     fill_view_size(bare)  # as load_config does, so tools/eval.py's configs hash the same
-    return bare.pretty_text
+    return pretty_text(bare)
 
 
 # Not part of a run's setting: its seed (one setting is measured over seeds) and where its data
@@ -172,7 +172,7 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    text = Config(kept).pretty_text
+    text = pretty_text(Config(kept))
     overrides: Dict[str, Any] = {}
     source = config_file or cfg.filename
     if source and osp.isfile(source):

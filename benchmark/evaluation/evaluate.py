@@ -16,6 +16,7 @@ from torch import nn
 from benchmark import dist, layout
 from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
+from benchmark.engine.compat import pretty_text
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
 from benchmark.evaluation.device import eval_device
@@ -197,7 +198,7 @@ def evaluate_run(runner, cfg: Config, results_dir: str,
     results.update(online_results(runner))
     path = record_evaluation(results, run, run['pretrain_data'], results_dir,
                              last if osp.isfile(last) else None,
-                             cfg.pretty_text if config_text is None else config_text,
+                             pretty_text(cfg) if config_text is None else config_text,
                              extra=dict(memory_kind=info['memory_kind'],
                                         **{k: info[k] for k in ('key_bn',) if k in info},
                                         **({'compute': compute} if compute else {})),
@@ -218,7 +219,7 @@ def record_divergence(runner, cfg: Config, results_dir: str, message: str,
     reason = f'NA(diverged at iteration {runner.iter + 1})'
     protocols = {name: dict(settings={}, metrics=dict(top1=reason)) for name in ('knn', 'linear_fast')}
     record = build_record(**run, eval_data=run['pretrain_data'], protocols=protocols,
-                          config_text=cfg.pretty_text if config_text is None else config_text,
+                          config_text=pretty_text(cfg) if config_text is None else config_text,
                           status='diverged',
                           extra=dict(error=message), **setting_fields(setting))
     return write_record(record, results_dir)
