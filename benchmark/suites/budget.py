@@ -209,15 +209,8 @@ def budget_runs(budget: Dict[str, Any], matched: list, costs: Dict[str, Dict[str
                 procs: int, seeds: List[int], add: Callable[..., Any]) -> None:
     """Add each config's (and variant's) run at the budget's training FLOPs, every seed.
 
-    Raises:
-        SuiteError: A config that trains by iterations (before any step is counted).
+    Each run trains by epochs (`spec.expand_suite` refuses a config that trains by iterations).
     """
-    for config, _, _, _, run_cfg in matched:
-        if not trains_by_epoch(run_cfg):
-            raise SuiteError(
-                f'budget: {config} trains by iterations (train_cfg {dict(run_cfg.train_cfg)}); '
-                'a budget sets whole epochs: give it train_cfg=dict(by_epoch=True, '
-                'max_epochs=E) or drop budget from the suite')
     base = next(item[4] for item in matched if item[0] == budget['baseline'])
     flops = epoch_flops(costs, cost_key(_sha(base), procs), base, procs)[0] * budget['epochs']
     for config, resolved, overrides, variant, run_cfg in matched:

@@ -45,7 +45,7 @@ from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir
 from benchmark.reports.comparisons import StatsPolicy
 from benchmark.reports.records import setting_sha256
-from benchmark.suites.budget import budget_runs, read_budget, read_costs
+from benchmark.suites.budget import budget_runs, read_budget, read_costs, trains_by_epoch
 from benchmark.suites.options import digest, option_text, parse_option  # noqa: F401  public here
 from benchmark.suites.policy import SuiteError, read_policy
 from benchmark.names import DATA_TYPES, DEFAULT_PROTOCOLS, FEATURE_PROTOCOLS, protocol_name
@@ -350,6 +350,10 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
                                                for k, a in zip(options, args)})
         except ConfigError as err:
             raise SuiteError(f'suite {path}: run {run_name} ({config}): {err}') from None
+        if not trains_by_epoch(run_cfg):  # plan, resume, status and report count epochs
+            raise SuiteError(f'suite {path}: run {run_name} ({config}) trains by iterations '
+                             f'(train_cfg {dict(run_cfg.train_cfg)}); a suite runs whole '
+                             'epochs: give it train_cfg=dict(by_epoch=True, max_epochs=E)')
         sha = hashlib.sha256(config_identity(run_cfg).encode()).hexdigest()
         if (sha, seed) in seen:
             notes.append(f'{run_name} is the same config as {seen[sha, seed]}: run once')
@@ -362,7 +366,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
         runs.append(Run(run_name, config, seed, variant, args,
                         str(suite_work_dir(name, run_name, work_root)), sha,
                         describe_run(run_cfg, dict(world_size=procs)),
-                        int(run_cfg.train_cfg.get('max_epochs', 0)),
+                        int(run_cfg.train_cfg.max_epochs),
                         dict(type=train.type, data_root=train.get('data_root', '')),
                         setting_sha256(setting['text'], procs), setting['overrides'],
                         budget_info))

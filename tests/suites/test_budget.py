@@ -88,12 +88,11 @@ def test_a_method_whose_cost_is_unknown_is_one_line_before_training(tmp_path):
 
 
 
-@pytest.mark.parametrize('baseline', [0, 1])
-def test_a_budget_over_a_config_that_trains_by_iterations_is_one_line(tmp_path, fake_costs,
-                                                                       baseline):
-    """An IterBasedTrainLoop (by_epoch=False, max_iters) has no epochs for a budget to set (and
-    the suite's plan and tables count epochs): refused before any step is counted, as the
-    baseline or as a compared config."""
+@pytest.mark.parametrize('baseline', [0, 1, None])
+def test_a_config_that_trains_by_iterations_is_one_line(tmp_path, fake_costs, baseline):
+    """An IterBasedTrainLoop (by_epoch=False, max_iters) has no epochs for a budget to set, and
+    a suite plans, resumes and reports whole epochs: refused before any step is counted, as a
+    budget's baseline, as a compared config, or in a suite without a budget."""
     from pathlib import Path
     digits = Path(__file__).parents[2] / DIGITS[0]
     config = tmp_path / 'mocov2_iters.py'
@@ -101,13 +100,13 @@ def test_a_budget_over_a_config_that_trains_by_iterations_is_one_line(tmp_path, 
                       'train_cfg = dict(_delete_=True, by_epoch=False, max_iters=40)\n')
     configs = [str(config), DIGITS[1]]
     path = tmp_path / 'iters.py'
-    path.write_text(f'configs = {configs!r}\nseeds = [0]\n'
-                    f'budget = dict(baseline={configs[baseline]!r}, epochs=3)\n')
+    path.write_text(f'configs = {configs!r}\nseeds = [0]\n' + (
+        '' if baseline is None else f'budget = dict(baseline={configs[baseline]!r}, epochs=3)\n'))
     with pytest.raises(SuiteError) as err:
         expand_suite(str(path), results_root=str(tmp_path / 'r'), work_root=str(tmp_path / 'w'))
     text = str(err.value)
-    assert f'budget: {config} trains by iterations' in text and 'max_epochs=E' in text \
-        and '\n' not in text
+    assert f'run mocov2_iters-s0 ({config}) trains by iterations' in text and '\n' not in text
+    assert 'max_iters' in text and 'max_epochs=E' in text
     assert fake_costs[1] == []  # no step counted
 
 
