@@ -31,8 +31,9 @@ PIPELINE_METHODS = ('mocov2', 'mixco')
 # Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
 VIEWS_OPTIONS: Dict[str, dict] = {
     'pil': {},  # PIL views in the loader workers (the paper configs)
-    # as configs/*_tiny_fast.py (on a GPU the views of each full batch replay a CUDA graph,
-    # drawn one batch ahead on a side stream while the step runs)
+    # views on the device, as configs/*_tiny_fast.py draw them, with the two levers those
+    # configs leave off until a GPU run has shown them faster: on CUDA the views of each full
+    # batch replay a CUDA graph, drawn one batch ahead on a side stream while the step runs
     'gpu': {'train_dataloader.dataset.view': 'raw_uint8',
             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
                                             graph='auto', prefetch='auto')},
