@@ -1,7 +1,6 @@
 """Workarounds for mmengine 0.10 on current torch, each pinned to its cause, in one place, and
 every use of mmengine's private names (`PRIVATE_API`)."""
 import datetime
-import functools
 import importlib
 import inspect
 import os
@@ -12,7 +11,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 import numpy as np
 import torch
 import torch.distributed as torch_dist
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 from mmengine.device import (get_device, is_cuda_available, is_mlu_available, is_musa_available,
                              is_npu_available)
 from mmengine.logging.history_buffer import HistoryBuffer
@@ -260,33 +259,6 @@ def amortize_history_buffer() -> None:
 
 
 amortize_history_buffer()
-
-
-# mmengine 0.10's `Config.pretty_text` formats the whole config text with yapf on every call:
-# about 85 ms for one of our configs on a 2-core CPU, paid twice per run (its identity and its
-# setting), so a suite's `--dry-run` spent most of its seconds in yapf. Its text is one top-level
-# statement per key (`key=value`, sorted, each on lines of its own), and yapf formats each
-# statement alone: `pretty_text` below formats statement by statement and remembers each, so the
-# statements runs share (all but the seed across seeds) are formatted once. Same text as
-# mmengine's, checked over every shipped config in tests/engine/test_compat.py.
-YAPF_STYLE = dict(based_on_style='pep8', blank_line_before_nested_class_or_def=True,
-                  split_before_expression_after_opening_paren=True)  # as mmengine's pretty_text
-_STATEMENT = re.compile(r'^(?=[A-Za-z_]\w*=)', re.M)
-
-
-@functools.lru_cache(maxsize=4096)
-def formatted_statement(text: str) -> str:
-    from yapf.yapflib.yapf_api import FormatCode
-    return FormatCode(text, style_config=YAPF_STYLE)[0]
-
-
-def pretty_text(cfg: Config) -> str:
-    """`cfg.pretty_text`, the same text, each statement formatted once per process."""
-    raw = Config(cfg.to_dict(), format_python_code=False).pretty_text
-    if not _STATEMENT.match(raw):  # a top-level key that is not a name: mmengine's {...} form
-        return cfg.pretty_text
-    parts = [part if part.endswith('\n') else part + '\n' for part in _STATEMENT.split(raw) if part]
-    return ''.join(formatted_statement(part) for part in parts)
 
 
 # Seconds a collective (all-reduce, broadcast, barrier) waits for a missing process before the

@@ -29,7 +29,8 @@ from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine import held_signals
 from benchmark.engine.checkpoints import check_resume_fits, choose_resume_checkpoint, loadable
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
-                                     pretty_text, setup_cpu_distributed)
+                                     setup_cpu_distributed)
+from benchmark.engine.config_text import pretty_text
 from benchmark.engine.config.check import merge_options, read_config, validate_config
 from benchmark.engine.config.views import fill_view_size, resolve_train_views
 from benchmark.engine.preemption import PreemptionHook

@@ -16,7 +16,7 @@ from torch import nn
 from benchmark import dist, layout
 from benchmark.data.eval_input import EVAL_VIEW, eval_dataset_cfg
 from benchmark.engine.checkpoints import checkpoint_meta, load_backbone
-from benchmark.engine.compat import pretty_text
+from benchmark.engine.config_text import pretty_text
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.engine.tracking import log_record
 from benchmark.evaluation.device import eval_device
