@@ -38,12 +38,24 @@ def write_import_caches() -> None:
     import yapf  # noqa: F401
 
 
+THREAD_VARIABLES = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')
+
+
 def pytest_configure(config):
     """Under pytest-xdist, each worker's torch takes its share of the cores (two workers with
     torch's default of a thread per core would run twice as many threads as cores); the
-    controller first writes the import caches the workers would race to write."""
+    controller first writes the import caches the workers would race to write, and gives the
+    workers, and every process a test starts, that share as their OpenMP and BLAS threads
+    (where the caller set none): numpy, scikit-learn, faiss and a tool a test runs would
+    otherwise each start a thread per core, which spin waiting for a core the other workers
+    hold."""
+    numprocesses = getattr(config.option, 'numprocesses', None)
     if 'PYTEST_XDIST_WORKER' not in os.environ:
         write_import_caches()
+        if isinstance(numprocesses, int) and numprocesses > 1:
+            share = str(max(1, (os.cpu_count() or 1) // numprocesses))
+            for name in THREAD_VARIABLES:
+                os.environ.setdefault(name, share)
     workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', 0))
     if workers > 1:
         import torch
