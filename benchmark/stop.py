@@ -21,6 +21,7 @@ import ctypes
 import multiprocessing
 import multiprocessing.util
 import os
+import shutil
 import signal
 import sys
 import time
@@ -183,7 +184,15 @@ def hard_exit(signum: int) -> None:
     sys.stderr.write(f'{signal.Signals(signum).name} again: ended at once; {summary()}; '
                      f'a file being written was left as it was\n')
     sys.stderr.flush()
-    os._exit(exit_code(signum))
+    exit_at_once(exit_code(signum))
+
+
+def exit_at_once(code: int) -> None:
+    """``os._exit(code)``, skipping the interpreter's teardown, without the ``pymp-*`` folder
+    multiprocessing keeps in the temporary directory (its own removal is an exit handler, which
+    ``os._exit`` skips; a loader worker handing a batch over may have made one)."""
+    shutil.rmtree(multiprocessing.util.get_temp_dir(), ignore_errors=True)
+    os._exit(code)
 
 
 def report(signum: int, note: str = '') -> int:
@@ -223,7 +232,7 @@ def stoppable(work: Callable[[], int], signals: Sequence[int] = STOP_SIGNALS,
         code = report(_state.signum, note)
         if exit_now:
             sys.stdout.flush()
-            os._exit(code)
+            exit_at_once(code)
         return code
     finally:
         for sig, handler in previous.items():

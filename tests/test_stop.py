@@ -65,7 +65,7 @@ def test_second_signal_ends_at_once_leaving_no_temporary_file(tmp_path, monkeypa
         exits.append((code, sorted(os.listdir(tmp_path)), target.read_text()))
         raise SystemExit(code)
 
-    monkeypatch.setattr(stop.os, '_exit', fake_exit)
+    monkeypatch.setattr(stop, 'exit_at_once', fake_exit)  # os._exit after multiprocessing's folder
 
     def write(tmp: str) -> None:
         with open(tmp, 'w') as handle:
@@ -157,3 +157,18 @@ def _state_of(pid: int):
             return handle.read().rsplit(')', 1)[1].split()[0]
     except OSError:
         return None
+
+
+def test_an_exit_at_once_leaves_no_multiprocessing_folder(tmp_path, subprocess_env):
+    """A stopped tool ends with os._exit (its teardown skipped), which also skips
+    multiprocessing's removal of its pymp-* folder: exit_at_once removes it first."""
+    code = ('import multiprocessing.util, os\n'
+            'from benchmark import stop\n'
+            'folder = multiprocessing.util.get_temp_dir()\n'
+            'open(os.path.join(folder, "listener"), "w").close()\n'
+            'stop.exit_at_once(130)\n')
+    env = dict(subprocess_env, TMPDIR=str(tmp_path))
+    done = subprocess.run([sys.executable, '-c', code], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert list(tmp_path.iterdir()) == []
