@@ -14,8 +14,10 @@ TINY = ['train_dataloader.batch_size=8', 'train_dataloader.dataset.input_size=32
         'train_dataloader.persistent_workers=False']
 
 
-def test_compile_smoke_on_cpu(tmp_path, fake_tiny, run_main):
-    """compile=dict(backend='eager'): dynamo traces mmengine's train_step of MoCo (3 steps)."""
+def test_compile_smoke_on_cpu(tmp_path, fake_tiny, run_main, tiny_backbones):
+    """compile=dict(backend='eager'): dynamo traces mmengine's train_step of MoCo (3 steps), its
+    encoders the tests' one-convolution stand-in (what is traced is the step, not ResNet-18's
+    layers: tracing those took 16 s of CPU)."""
     try:
         code, out, err, _ = run_main(
             train_tool, 'configs/mocov2_r18_tiny.py', '--work-dir', tmp_path, '--no-eval',
