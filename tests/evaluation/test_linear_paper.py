@@ -132,7 +132,8 @@ def test_run_on_digits_reports_final_epoch_and_keeps_encoder_frozen(tmp_path, mo
     torch.set_num_threads(1)  # tiny convolutions: extra threads only contend on a shared CPU
     try:
         result = run_linear_paper(str(ROOT / 'configs/eval/linear_r18_digits.py'), None,
-                                  dict(depth=18, small_stem=False), None, str(tmp_path), TINY_RUN)
+                                  dict(depth=18, small_stem=False, width=0.25), None, str(tmp_path),
+                                  TINY_RUN)
     finally:
         torch.set_num_threads(threads)
     metrics, settings = result['metrics'], result['settings']
