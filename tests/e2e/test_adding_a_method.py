@@ -1,6 +1,7 @@
 """docs/methods.md "Adding a method": its example, applied as written to a copy of the
 repository, gives a method whose bad values the check refuses in one line, whose own test
 passes, which trains, evaluates, and appears on the leaderboard under its label."""
+import json
 import os
 import re
 import shutil
@@ -74,13 +75,42 @@ def run(repo: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
+# One process runs the tools as their command lines do (`run_tool`: bad input as one line and
+# exit code 2), each tool's code and stderr written as a JSON line on stdout: the check, the
+# training, the evaluation and the leaderboard, each of which runs as its own process elsewhere
+# in the e2e tests; here one interpreter start serves them all.
+TOOLS = """
+import contextlib, io, json, sys
+from benchmark.cli import run_tool
+from tools import eval as eval_tool, leaderboard, train
+for name, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = run_tool({'train': train.main, 'eval': eval_tool.main,
+                         'leaderboard': leaderboard.main}[name], argv)
+    print(json.dumps([name, code, err.getvalue()]), flush=True)
+    if code:
+        break
+"""
+
+
+def run_tools(repo: Path, *steps) -> list:
+    """(tool, exit code, stderr) of each step run in one process (`TOOLS`), to the first that
+    fails."""
+    done = run(repo, '-c', TOOLS, json.dumps([[name, list(map(str, argv))] for name, argv
+                                              in steps]))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith('["')]
+
+
 def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_path):
     config = 'configs/barlowtwins_r18_digits.py'
-    bad = run(repo, 'tools/train.py', config, '--check-only', '--cfg-options',
-              'model.hidden_dim=-3')
-    assert bad.returncode == 2, bad.stderr
-    assert bad.stderr.count('\n') == 1, bad.stderr
-    assert 'model.hidden_dim=-3 refused by BarlowTwins' in bad.stderr
+    work, results = tmp_path / 'work', tmp_path / 'results'
+    (_, code, err), = run_tools(repo, ('train', [config, '--check-only', '--cfg-options',
+                                                 'model.hidden_dim=-3']))
+    assert code == 2, err
+    assert err.count('\n') == 1 and err.startswith('error: '), err
+    assert 'model.hidden_dim=-3 refused by BarlowTwins' in err
 
     # Its own test, and the suite's tests over every method and every doc table, which hold
     # with the new method in and cover it (it resumes; its config is registered; the speed
@@ -96,17 +126,15 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
                     'registered[configs/barlowtwins_r18_digits.py] PASSED'):
         assert covered in tests.stdout, tests.stdout[-3000:]
 
-    work, results = tmp_path / 'work', tmp_path / 'results'
-    trained = run(repo, 'tools/train.py', config, '--work-dir', str(work), '--no-eval',
-                  '--cfg-options', 'train_cfg.max_epochs=1',
-                  'train_dataloader.num_batch_per_epoch=3', 'model.hidden_dim=32',
-                  'model.output_dim=32')
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    evaluated = run(repo, 'tools/eval.py', config, str(work / 'epoch_1.pth'), '--protocols',
-                    'knn', '--results-dir', str(results))
-    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    board = run(repo, 'tools/leaderboard.py', '--results-dir', str(results), '--paper', 'none')
-    assert board.returncode == 0, board.stderr[-3000:]
+    steps = run_tools(
+        repo,
+        ('train', [config, '--work-dir', work, '--no-eval', '--cfg-options',
+                   'train_cfg.max_epochs=1', 'train_dataloader.num_batch_per_epoch=3',
+                   'model.hidden_dim=32', 'model.output_dim=32']),
+        ('eval', [config, work / 'epoch_1.pth', '--protocols', 'knn', '--results-dir', results]),
+        ('leaderboard', ['--results-dir', results, '--paper', 'none']))
+    assert [(name, code) for name, code, _ in steps] == [
+        ('train', 0), ('eval', 0), ('leaderboard', 0)], steps[-1][2][-3000:]
     rows = [line for line in (results / 'leaderboard.md').read_text().split('\n')
             if line.startswith('| digits | kNN |')]
     assert len(rows) == 1 and '| Barlow Twins' in rows[0], rows
