@@ -10,6 +10,7 @@ key (`key=value`, sorted, each on lines of its own), and yapf formats each state
 every shipped config and a suite's variants in tests/engine/test_config_text.py."""
 import functools
 import re
+from typing import Union
 
 from mmengine.config import Config
 from mmengine.config.config import FormatCode  # the formatter pretty_text calls (yapf's)
@@ -24,10 +25,11 @@ def formatted_statement(text: str) -> str:
     return FormatCode(text, style_config=YAPF_STYLE)[0]
 
 
-def pretty_text(cfg: Config) -> str:
-    """`cfg.pretty_text`, the same text, each statement formatted once per process."""
-    raw = Config(cfg.to_dict(), format_python_code=False).pretty_text
+def pretty_text(cfg: Union[Config, dict]) -> str:
+    """`Config(cfg).pretty_text`, the same text, each statement formatted once per process."""
+    tree = cfg.to_dict() if isinstance(cfg, Config) else cfg
+    raw = Config(tree, format_python_code=False).pretty_text
     if not STATEMENT.match(raw):  # a top-level key that is not a name: mmengine's {...} form
-        return cfg.pretty_text
+        return Config(tree).pretty_text
     parts = [part if part.endswith('\n') else part + '\n' for part in STATEMENT.split(raw) if part]
     return ''.join(formatted_statement(part) for part in parts)

@@ -173,7 +173,7 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    text = pretty_text(Config(kept))
+    text = pretty_text(kept)
     overrides: Dict[str, Any] = {}
     source = config_file or cfg.filename
     if source and osp.isfile(source):

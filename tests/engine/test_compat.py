@@ -339,4 +339,3 @@ def test_a_collected_loaders_workers_are_stopped_not_terminated(monkeypatch):
     for worker in workers:
         worker.join(timeout=60)
     assert terminated == [] and [worker.exitcode for worker in workers] == [0]
-
