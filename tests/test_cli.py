@@ -8,7 +8,7 @@ from benchmark.engine.checkpoints import CheckpointError
 from benchmark.cli import (ArgumentParser, existing_dir, existing_file, int_at_least,
                                   non_negative_int, one_line, output_dir, output_file,
                                   positive_int, run_tool)
-from benchmark.engine.config.check import ConfigError
+from benchmark.engine.config.keywords import ConfigError
 
 
 def _parser():

@@ -14,7 +14,7 @@ from mmengine.registry import DATASETS, MODELS, PARAM_SCHEDULERS
 
 import benchmark.data  # noqa: F401
 import methods  # noqa: F401
-from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.train_views import fill_view_size
 from benchmark.names import BASELINES, METHOD_NAMES, PAPER_MIXCO
 from benchmark.layout import config_method, method_configs
 from tests.conftest import CONFIG_DATA, ROOT

@@ -14,8 +14,9 @@ import benchmark.components  # noqa: F401  registers every type a config can nam
 from benchmark import stop
 from benchmark.cli import (ArgumentParser, existing_file, non_negative_int, output_dir,
                            positive_int, run_tool)
-from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
-                                           read_config, validate_config)
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import CfgOptionsAction, merge_options, read_config
 from benchmark.engine.launch import config_identity, config_setting
 from benchmark.engine.progress import duration
 from benchmark.evaluation.device import eval_device

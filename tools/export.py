@@ -14,8 +14,9 @@ import sys
 
 import benchmark.components  # noqa: F401  registers every type a config can name
 from benchmark.cli import ArgumentParser, existing_file, run_tool
-from benchmark.engine.config.check import (CfgOptionsAction, ConfigError, merge_options,
-                                           read_config, validate_config)
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import CfgOptionsAction, merge_options, read_config
 from benchmark.engine.export import FORMATS, export_backbone
 
 

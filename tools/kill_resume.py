@@ -19,7 +19,8 @@ import tempfile
 from benchmark.atomic_io import atomic_write_text
 from benchmark.cli import (ArgumentParser, config_line, existing_dir, fail, non_negative_int,
                            output_file, positive_int, run_tool)
-from benchmark.engine.config.check import CfgOptionsAction, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config_file import CfgOptionsAction
 from benchmark.engine.launch import load_config
 
 

@@ -10,7 +10,7 @@ import benchmark.engine.held_signals  # noqa: F401  first: holds stop signals fr
 import benchmark.components  # noqa: F401  registers every type a config can name
 from benchmark import dist, stop
 from benchmark.cli import ArgumentParser
-from benchmark.engine.config.check import CfgOptionsAction
+from benchmark.engine.config_file import CfgOptionsAction
 from benchmark.engine.late_errors import START_ERRORS, late_exit, start_exit
 from benchmark.engine.launch import build_runner, end_run
 from benchmark.engine.work_dir_lock import RESUME_WAIT_S

@@ -20,7 +20,7 @@ from benchmark.data.eval_input import eval_dataset_cfg, eval_input
 from benchmark.engine.checkpoints import (CheckpointError, CheckpointMismatchError,
                                           backbone_state, check_fits, checkpoint_candidates,
                                           read_checkpoint)
-from benchmark.engine.config.check import read_config
+from benchmark.engine.config_file import read_config
 from benchmark.layout import default_work_dir
 from benchmark.names import DATA_NAMES, RANDOM_INIT
 from methods.backbones import build_resnet

@@ -25,18 +25,19 @@ from mmengine.runner import Runner
 
 from benchmark import dist
 from benchmark.data.views import build_view
-from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine import held_signals
+from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.checkpoints import check_resume_fits, choose_resume_checkpoint, loadable
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
                                      setup_cpu_distributed)
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config_file import merge_options, read_config
 from benchmark.engine.config_text import pretty_text
-from benchmark.engine.config.check import merge_options, read_config, validate_config
-from benchmark.engine.config.views import fill_view_size, resolve_train_views
 from benchmark.engine.preemption import PreemptionHook
 from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.progress import ProgressHook
 from benchmark.engine.tracking import configure_wandb
+from benchmark.engine.train_views import fill_view_size, resolve_train_views
 from benchmark.engine.work_dir_lock import (RESUME_WAIT_S, check_work_dir_free, hold_work_dir,
                                             release_work_dir)
 from benchmark.layout import default_work_dir

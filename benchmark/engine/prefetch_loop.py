@@ -20,7 +20,7 @@ from mmengine.registry import LOOPS
 from mmengine.runner.loops import EpochBasedTrainLoop
 
 from benchmark import dist
-from benchmark.engine.config.views import device_views
+from benchmark.engine.train_views import device_views
 
 LOOP = 'PrefetchViewsTrainLoop'
 

@@ -19,7 +19,7 @@ from mmengine.runner import Runner
 from benchmark import dist
 from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_instances,
                                      setup_cpu_distributed)
-from benchmark.engine.config.check import read_config
+from benchmark.engine.config_file import read_config
 from benchmark.engine.tracking import configure_wandb
 from benchmark.layout import EVAL_CONFIG_DIR as CONFIG_DIR
 from benchmark.layout import WORK_DIRS, config_stem

@@ -76,7 +76,7 @@ def count_epoch_cost(cfg: Any, procs: int) -> Dict[str, float]:
     from mmengine.registry import MODELS
     from mmengine.runner import Runner
 
-    from benchmark.engine.config.views import fill_view_size
+    from benchmark.engine.train_views import fill_view_size
     from benchmark.evaluation.step_cost import training_step_cost
     cfg = copy.deepcopy(cfg)
     fill_view_size(cfg)  # the device views' size follows the dataset's, as tools/train.py fills it

@@ -38,7 +38,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.config import Config
 
-from benchmark.engine.config.check import ConfigError, merge_options, read_config, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options, read_config
 from benchmark.engine.launch import config_identity, config_setting
 from benchmark.evaluation.device import parse_device
 from benchmark.evaluation.evaluate import describe_run

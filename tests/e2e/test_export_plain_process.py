@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmark.engine.config.check import read_config
+from benchmark.engine.config_file import read_config
 from benchmark.evaluation.evaluate import evaluate_checkpoint
 from tests.conftest import ROOT
 from tools import export as export_tool

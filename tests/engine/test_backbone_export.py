@@ -20,7 +20,7 @@ from benchmark.data.eval_input import eval_input
 from benchmark.data.views import build_view
 from benchmark.engine import export
 from benchmark.engine.compat import manager_instances
-from benchmark.engine.config.check import merge_options, read_config
+from benchmark.engine.config_file import merge_options, read_config
 from benchmark.engine.export import RANDOM, build_line, export_backbone, export_run
 from benchmark.evaluation.features import extract_features
 from methods.backbones import build_resnet

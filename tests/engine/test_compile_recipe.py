@@ -6,7 +6,9 @@ from mmengine.runner import Runner
 
 import benchmark.components  # noqa: F401  registers the hooks
 from benchmark.engine.compile_hook import CompileHook
-from benchmark.engine.config.check import ConfigError, read_config, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import read_config
 from tests.conftest import ROOT
 
 RECIPE = "custom_hooks = _base_.custom_hooks + [dict(type='CompileHook')]\n"

@@ -13,7 +13,7 @@ def test_pretty_text_is_mmengines_text_for_every_shipped_config_and_a_suites_run
     with variants; a config whose top-level key is not a name takes mmengine's path (which
     refuses it)."""
     import benchmark.components  # noqa: F401  the suite's types
-    from benchmark.engine.config.check import merge_options, read_config
+    from benchmark.engine.config_file import merge_options, read_config
     from benchmark.suites.spec import expand_suite
     configs = [Config.fromfile(str(path)) for path in sorted((ROOT / 'configs').glob('*.py'))]
     suite = expand_suite(str(ROOT / 'configs/suites/mixco_ablation_digits.py'), seeds=[0])

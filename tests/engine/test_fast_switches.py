@@ -10,7 +10,8 @@ from mmengine.config import Config
 from benchmark.engine.channels_last import (ChannelsLastDistributedDataParallel, ChannelsLastHook,
                                             to_channels_last, use_channels_last,
                                             use_channels_last_wrapper)
-from benchmark.engine.config.check import ConfigError, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
 from methods.moco import MoCo
 from tests.conftest import ROOT
 

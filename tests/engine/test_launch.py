@@ -5,7 +5,8 @@ import os
 import pytest
 import torch
 
-from benchmark.engine.config.check import ConfigError, read_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import read_config
 from benchmark.engine.launch import load_config
 from benchmark.layout import REPO_ROOT
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import benchmark.components  # noqa: F401  registers the datasets
-from benchmark.engine.config.check import read_config
+from benchmark.engine.config_file import read_config
 from benchmark.evaluation import evaluate, protocols
 from benchmark.evaluation.device import eval_device, parse_device
 from benchmark.evaluation.knn import knn_predict

@@ -156,7 +156,7 @@ def test_run_on_digits_reports_final_epoch_and_keeps_encoder_frozen(tmp_path, mo
 
 def test_eval_tool_merges_linear_paper(tmp_path, monkeypatch):
     """`--protocols linear_paper` (tools/eval.py) calls run_linear_paper and records its result."""
-    from benchmark.engine.config.check import read_config
+    from benchmark.engine.config_file import read_config
     from benchmark.evaluation import evaluate as tool
     from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation
     calls = []

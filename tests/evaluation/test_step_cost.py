@@ -64,8 +64,8 @@ def digits_step(method: str, batch: int = 8):
     from mmengine.registry import MODELS
     from mmengine.runner import Runner
 
-    from benchmark.engine.config.check import read_config
-    from benchmark.engine.config.views import fill_view_size
+    from benchmark.engine.config_file import read_config
+    from benchmark.engine.train_views import fill_view_size
     cfg = read_config(f'configs/{method}_r18_digits.py')
     fill_view_size(cfg)
     cfg.train_dataloader.batch_size = batch

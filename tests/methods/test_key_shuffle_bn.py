@@ -9,7 +9,8 @@ from mmengine.config import Config
 from torch import nn
 
 import methods.base
-from benchmark.engine.config.check import ConfigError, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.run_info import RunInfoHook
 from benchmark.layout import REPO_ROOT
 from benchmark.names import METHOD_NAMES

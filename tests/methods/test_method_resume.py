@@ -14,8 +14,8 @@ from mmengine.logging import MessageHub
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  registers the models
-from benchmark.engine.config.views import fill_view_size
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
+from benchmark.engine.train_views import fill_view_size
 from benchmark.names import METHOD_NAMES
 from benchmark.layout import method_configs
 

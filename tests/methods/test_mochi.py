@@ -12,9 +12,11 @@ from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
 import methods.mochi as mochi
-from benchmark.engine.launch import load_config
 from benchmark.engine.compat import parse_cfg_option
-from benchmark.engine.config.check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options
+from benchmark.engine.launch import load_config
 from methods.mochi import (MoCHiMoCo, hardest_negatives, mochi_info_nce,
                            synthesize_negatives)
 from tests.conftest import ROOT

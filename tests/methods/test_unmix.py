@@ -10,9 +10,11 @@ from mmengine.config import Config
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
-from benchmark.engine.launch import load_config
 from benchmark.engine.compat import parse_cfg_option
-from benchmark.engine.config.check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options
+from benchmark.engine.launch import load_config
 from methods.unmix import UnMixMoCo, cutmix_box, unmix_global, unmix_loss, unmix_region
 from tests.conftest import ROOT
 

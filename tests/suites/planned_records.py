@@ -34,7 +34,7 @@ def step_count(method: str, batch: int) -> dict:
 def trains_online_probe(config: str, seen: Dict[str, bool]) -> bool:
     """Whether the config's hooks include the online linear probe (recorded as online_linear)."""
     if config not in seen:
-        from benchmark.engine.config.check import read_config
+        from benchmark.engine.config_file import read_config
         hooks = read_config(config).get('custom_hooks', [])
         seen[config] = any(h.get('type') == 'OnlineLinearProbeHook' for h in hooks)
     return seen[config]

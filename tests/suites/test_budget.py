@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import benchmark.components  # noqa: F401  registers what the configs name
-from benchmark.engine.config.check import merge_options, read_config
+from benchmark.engine.config_file import merge_options, read_config
 from benchmark.suites import budget
 from benchmark.suites.budget import (images_per_epoch, matched_epochs, read_budget,
                                      save_costs, schedule_text, stretched_schedule)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import benchmark.components  # noqa: F401  registers what the configs name
-from benchmark.engine.config.check import merge_options, read_config
+from benchmark.engine.config_file import merge_options, read_config
 from benchmark.engine.launch import config_identity, load_config
 from benchmark.suites.options import digest, option_text, parse_option
 from benchmark.suites.spec import DEFAULT, SuiteError, expand_suite

@@ -32,8 +32,8 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.registry import DATASETS
 
-from benchmark.engine.config.views import device_views
 from benchmark.engine.launch import load_config
+from benchmark.engine.train_views import device_views
 from benchmark.data.eval_input import eval_dataset_cfg
 from benchmark.evaluation.features import extract_features
 from benchmark.evaluation.protocols import run_protocols

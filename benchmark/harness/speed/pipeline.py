@@ -16,10 +16,10 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 
 from benchmark import dist
-from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.launch import pin_batches
 from benchmark.engine.prefetch_loop import use_prefetch_loop
-from benchmark.engine.channels_last import use_channels_last_wrapper
+from benchmark.engine.train_views import fill_view_size
 from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
                                                summarise)
 from benchmark.harness.speed.floor import achieved

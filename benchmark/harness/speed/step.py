@@ -8,8 +8,8 @@ from mmengine.config import Config
 from mmengine.registry import MODELS
 
 from benchmark.engine.channels_last import to_channels_last, use_channels_last
-from benchmark.engine.config.check import read_config
-from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.config_file import read_config
+from benchmark.engine.train_views import fill_view_size
 from benchmark.harness.speed.timing import Settings
 from benchmark.layout import method_configs
 from benchmark.names import BASELINES, METHOD_LABELS, METHOD_NAMES

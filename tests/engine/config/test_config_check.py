@@ -14,7 +14,9 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from benchmark.engine.config.build import LAST_MODEL
-from benchmark.engine.config.check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options
 from tests.conftest import ROOT
 from tools import eval as eval_tool
 from tools import train

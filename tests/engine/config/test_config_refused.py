@@ -10,7 +10,9 @@ from mmengine.config import Config
 
 import benchmark.harness.faults.hooks  # noqa: F401  the fault campaign's configs name these
 from benchmark.engine.compat import parse_cfg_option
-from benchmark.engine.config.check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options
 from tests.conftest import ROOT
 
 nan, inf = float('nan'), float('inf')

@@ -6,10 +6,11 @@ import pytest
 from mmengine.registry import MODELS
 
 import benchmark.components  # noqa: F401  registers the methods the rows read
+from benchmark.engine.config.check import check_pairing
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config.rules import (BATCH, METHOD, PAIRING, TRAIN_VIEWS, VALUES, check_run,
                                            check_values)
-from benchmark.engine.config.views import check_pairing, resolve_train_views
+from benchmark.engine.train_views import resolve_train_views
 from methods.simclr import SimCLR
 
 DEVICE = dict(type='GPUViewPreprocessor', view='mocov2')

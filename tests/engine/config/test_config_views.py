@@ -8,10 +8,12 @@ from mmengine.dataset import default_collate
 from PIL import Image
 
 from benchmark.data import Digits, ImageFolderDataset
-from benchmark.engine.config.views import fill_view_size
+from benchmark.engine.train_views import fill_view_size
 from benchmark.data.raw_view import RawImage
 from benchmark.data.sampler import SampleKey
-from benchmark.engine.config.check import ConfigError, merge_options, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import merge_options
 from tests.conftest import ROOT
 
 CONFIGS = ROOT / 'configs'

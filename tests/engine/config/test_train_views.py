@@ -2,9 +2,11 @@
 in the loader workers on a CPU; the record says which."""
 import pytest
 
-from benchmark.engine.config.check import ConfigError, read_config, validate_config
-from benchmark.engine.config.views import resolve_train_views, views_path
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import read_config
 from benchmark.engine.launch import pin_batches
+from benchmark.engine.train_views import resolve_train_views, views_path
 from benchmark.reports.records import build_record
 from tests.conftest import ROOT
 

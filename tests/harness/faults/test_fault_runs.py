@@ -6,7 +6,9 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from benchmark.engine.config.check import ConfigError, read_config, validate_config
+from benchmark.engine.config.check import validate_config
+from benchmark.engine.config.keywords import ConfigError
+from benchmark.engine.config_file import read_config
 from benchmark.harness.faults import runs as fault_runs
 from benchmark.layout import REPO_ROOT
 from benchmark.names import METHOD_NAMES

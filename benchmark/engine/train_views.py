@@ -1,8 +1,8 @@
-"""Where the training views are drawn: a config's ``train_views`` applied, the preprocessor's
-input size completed from the dataset's, the two paired (rules.TRAIN_VIEWS, rules.PAIRING)."""
+"""Where the training views are drawn: a config's ``train_views`` applied (`resolve_train_views`)
+and the preprocessor's input size completed from the dataset's (`fill_view_size`)."""
 from benchmark.data.gpu_views import GPUViewPreprocessor
 from benchmark.data.raw_view import RAW_VIEW
-from benchmark.engine.config.rules import PAIRING, TRAIN_VIEWS, refuse
+from benchmark.engine.config.rules import TRAIN_VIEWS, refuse
 
 
 def device_views(cfg) -> dict:
@@ -56,14 +56,3 @@ def fill_view_size(cfg, like=None) -> None:
     pre = device_views(cfg)
     if pre is not None and pre.get('input_size') is None:
         pre['input_size'] = train_dataset(cfg if like is None else like).get('input_size', 224)
-
-
-def check_pairing(cfg) -> None:
-    """Device views need a ``raw_uint8`` dataset and the other way round, at one input size."""
-    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
-    view = dataset.get('view', 'mocov2')
-    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
-    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
-           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
-           size=(pre or {}).get('input_size'),
-           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')
