@@ -8,10 +8,11 @@ code 2; ``--debug`` shows the traceback instead. Only rank 0 prints, so a multi-
 says it once. Deliberately free of torch and mmengine: `tools/leaderboard.py` starts in a blink.
 """
 import argparse
+import difflib
 import os
 import os.path as osp
 import sys
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from benchmark import dist, stop
 from benchmark.exit_codes import BAD_INPUT_EXIT_CODE
@@ -24,6 +25,14 @@ def one_line(err: BaseException) -> str:
     """An error's message on one line (KeyError's without its quotes)."""
     text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
     return ' '.join(str(text).split()) or type(err).__name__
+
+
+def did_you_mean(name: Any, candidates: Iterable[Any], path: str = '') -> str:
+    """`` (did you mean 'path.x'?)`` for the closest candidate (or one `name` starts), else ''."""
+    candidates, name = sorted(map(str, candidates)), str(name)
+    close = difflib.get_close_matches(name, candidates, n=1) or [  # 'Wandb' -> 'WandbVisBackend'
+        c for c in candidates if name and c.lower().startswith(name.lower())][:1]
+    return f" (did you mean {f'{path}.{close[0]}' if path else close[0]!r}?)" if close else ''
 
 
 def config_line(config: str, err: BaseException) -> str:

@@ -10,9 +10,9 @@ exploratory.
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any, Dict
 
+from benchmark.cli import did_you_mean
 from benchmark.names import BASELINES, DATA_TYPES, protocol_name
 from benchmark.reports.comparisons import StatsPolicy
 
@@ -48,9 +48,8 @@ def read_policy(cfg: Dict[str, Any], where: str) -> StatsPolicy:
                              f'got {primary!r}')
         for key in primary:
             if key not in PRIMARY_KEYS:
-                close = difflib.get_close_matches(str(key), PRIMARY_KEYS, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ''
-                raise SuiteError(f'{where}: primary: unknown key {key!r}{hint}; allowed: '
+                raise SuiteError(f'{where}: primary: unknown key {key!r}'
+                                 f'{did_you_mean(key, PRIMARY_KEYS)}; allowed: '
                                   f"{', '.join(PRIMARY_KEYS)}")
         for key, option in (('protocols', 'primary_protocols'),
                             ('eval_data', 'primary_eval_data'), ('methods', 'primary_methods')):

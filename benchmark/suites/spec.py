@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.config import Config
 
+from benchmark.cli import did_you_mean
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import merge_options, read_config
@@ -143,9 +144,7 @@ class Suite:
 # -- reading the suite file ------------------------------------------------------------------------
 
 def _hint(key: str, allowed: Sequence[str]) -> str:
-    import difflib
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean '{close[0]}'?)" if close else f'; allowed: {", ".join(allowed)}'
+    return did_you_mean(key, allowed) or f'; allowed: {", ".join(allowed)}'
 
 
 def _check_keys(section: dict, allowed: Sequence[str], where: str) -> None:

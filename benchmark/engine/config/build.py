@@ -17,8 +17,9 @@ from mmengine.runner.priority import Priority, get_priority
 from mmengine.utils.dl_utils import set_multi_processing
 from torch.utils.data import DataLoader
 
+from benchmark.cli import did_you_mean
 from benchmark.engine.config.keywords import (ConfigError, accepted, check_call, check_keys,
-                                              hint, lookup, refused, require_dict)
+                                              lookup, refused, require_dict)
 from methods.backbones import build_resnet
 
 # Runner.register_default_hooks: the names a default_hooks entry overrides.
@@ -148,7 +149,7 @@ def check_hook(hook: Any, path: str) -> None:
         get_priority(hook.get('priority', 'NORMAL'))
     except KeyError:
         raise ConfigError(f"{path}.priority: unknown priority {hook['priority']!r}"
-                          f"{hint(hook['priority'], Priority.__members__)}; valid: "
+                          f"{did_you_mean(hook['priority'], Priority.__members__)}; valid: "
                           f"{', '.join(Priority.__members__)} or 0-100") from None
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{path}.priority={hook['priority']!r}: {err}") from None
@@ -160,7 +161,7 @@ def check_hooks(defaults: dict, custom: list) -> None:
     for name, hook in defaults.items():
         if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
             raise ConfigError(f"unknown key 'default_hooks.{name}'"
-                              f'{hint(name, DEFAULT_HOOK_NAMES, "default_hooks")}')
+                              f'{did_you_mean(name, DEFAULT_HOOK_NAMES, "default_hooks")}')
         if hook is not None:
             check_hook(hook, f'default_hooks.{name}')
     for hook, path in items(custom, 'custom_hooks'):

@@ -2,14 +2,13 @@
 errors as one line naming the config key path, with a did-you-mean where one fits."""
 import collections.abc
 import copy
-import difflib
 import inspect
 import re
 import types
 import typing
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
-from benchmark.cli import one_line
+from benchmark.cli import did_you_mean, one_line
 
 TYPE_NAMES = {int: 'an integer', float: 'a number', bool: 'True or False', str: 'a string',
               dict: 'a dict', list: 'a list', type(None): 'None'}
@@ -25,14 +24,6 @@ def join_path(path: str, key: Any) -> str:
     return f'{path}.{key}' if path else str(key)
 
 
-def hint(name: Any, candidates: Iterable[Any], path: str = '') -> str:
-    """`` (did you mean 'path.x'?)`` for the closest candidate (or one `name` starts), else ''."""
-    candidates, name = sorted(map(str, candidates)), str(name)
-    close = difflib.get_close_matches(name, candidates, n=1) or [  # 'Wandb' -> 'WandbVisBackend'
-        c for c in candidates if name and c.lower().startswith(name.lower())][:1]
-    return f' (did you mean {join_path(path, close[0])!r}?)' if close else ''
-
-
 def require_dict(section: Any, path: str) -> None:
     if not isinstance(section, dict):
         raise ConfigError(f'{path} must be a dict, got {section!r}')
@@ -42,7 +33,8 @@ def check_keys(section: dict, allowed: Iterable[str], path: str) -> None:
     allowed = set(allowed)
     for key in section:
         if key not in allowed:
-            raise ConfigError(f'unknown key {join_path(path, key)!r}{hint(key, allowed, path)}')
+            raise ConfigError(f'unknown key {join_path(path, key)!r}'
+                              f'{did_you_mean(key, allowed, path)}')
 
 
 def accepted(obj: Any) -> Tuple[dict, bool]:
@@ -125,7 +117,7 @@ def lookup(registry: Any, name: Any, path: str) -> Any:
         found = None
     if found is None:
         raise ConfigError(f'{path}.type: unknown {registry.name} {name!r}'
-                          f'{hint(name, registry.module_dict)}')
+                          f'{did_you_mean(name, registry.module_dict)}')
     return found
 
 
@@ -185,7 +177,7 @@ def refused(err: BaseException, section: dict, path: str, owner: Any,
     if unexpected:  # where it sits: a nested dict's key is another callee's (a view's)
         callee, name = unexpected.groups()
         key = next((k for k, _ in nodes(section) if k.split('.')[-1] == name), name)
-        close = hint(name, names, path) if key == name else ''
+        close = did_you_mean(name, names, path) if key == name else ''
         return ConfigError(f'unknown key {join_path(path, key)!r}{close} ({callee or owner} '
                            'takes no such argument)')
     keys = named_keys(section, message)
@@ -198,5 +190,6 @@ def refused(err: BaseException, section: dict, path: str, owner: Any,
     shown = '' if isinstance(value, dict) else f'={value!r}'
     quoted, name = set(re.findall(r"'([^']+)'", message)), keys[0].split('.')[-1]
     wrong = name if name in quoted else value if isinstance(value, str) else None
-    close = hint(wrong, quoted - {wrong}) if wrong is not None else ''  # the message's choices
+    # a did-you-mean over the message's choices
+    close = did_you_mean(wrong, quoted - {wrong}) if wrong is not None else ''
     return ConfigError(f'{join_path(path, keys[0])}{shown} refused by {owner}: {message}{close}')

@@ -13,10 +13,11 @@ from typing import Any, Callable, List, Tuple
 from lightly.transforms.utils import IMAGENET_NORMALIZE
 from mmengine.registry import MODELS
 
+from benchmark.cli import did_you_mean
 from benchmark.data.gpu_views import is_switch
 from benchmark.data.view_params import view_spec
 from benchmark.engine.compile_hook import COMPILE_MODES
-from benchmark.engine.config.keywords import ConfigError, accepted, hint, nodes
+from benchmark.engine.config.keywords import ConfigError, accepted, nodes
 from benchmark.names import EVALUATION_MODELS, METHOD_NAMES
 from methods.base import EncoderModel
 
@@ -49,8 +50,8 @@ def choice(*options: Any) -> Rule:
     def rule(value: Any, path: str) -> None:
         if not any(type(value) is type(option) and value == option for option in options):
             valid = [str(o) for o in options if o is not None]
-            raise ConfigError(f'{path}: unknown value {value!r}{hint(value, valid)}; valid: '
-                              f"{', '.join(valid)}")
+            raise ConfigError(f'{path}: unknown value {value!r}{did_you_mean(value, valid)}; '
+                              f"valid: {', '.join(valid)}")
     return rule
 
 
