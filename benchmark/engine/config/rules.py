@@ -10,12 +10,10 @@ import os.path as osp
 from types import SimpleNamespace
 from typing import Any, Callable, List, Tuple
 
-from lightly.transforms.utils import IMAGENET_NORMALIZE
 from mmengine.registry import MODELS
 
 from benchmark.cli import did_you_mean
 from benchmark.data.gpu_views import is_switch
-from benchmark.data.view_params import view_spec
 from benchmark.engine.compile_hook import COMPILE_MODES
 from benchmark.engine.config.keywords import ConfigError, accepted, nodes
 from benchmark.names import EVALUATION_MODELS, METHOD_NAMES
@@ -112,14 +110,12 @@ VALUES = {
     'compile.mode': choice(None, *COMPILE_MODES), 'sync_bn': choice(None, 'torch', 'mmcv'),
 }
 
-TRAIN_VIEWS_KEYS = ('on', 'raw_size', 'compile', 'graph', 'prefetch')
-VIEWS_ON = ('auto', 'device', 'loader')
-TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views)
+TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views, engine/train_views.py)
     (lambda f: not isinstance(f.spec, dict),
      "train_views must be a dict like dict(on='auto'), got {spec!r}"),
-    (lambda f: sorted(set(f.spec) - set(TRAIN_VIEWS_KEYS)),
+    (lambda f: sorted(set(f.spec) - {'on', 'raw_size', 'compile', 'graph', 'prefetch'}),
      "train_views: unknown key {it[0]!r}; valid: on, raw_size, compile, graph, prefetch"),
-    (lambda f: f.spec.get('on', 'auto') not in VIEWS_ON,
+    (lambda f: f.spec.get('on', 'auto') not in ('auto', 'device', 'loader'),
      "train_views.on={spec[on]!r}: not one of auto, device, loader"),
     (lambda f: not isinstance(f.spec.get('compile', False), bool),
      'train_views.compile must be True or False, got {spec[compile]!r}'),
@@ -128,7 +124,8 @@ TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views)
     (lambda f: not is_switch(f.spec.get('prefetch', False)),
      "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
 ]
-PAIRING: Rows = [  # facts of `pairing_facts`: device views and their raw_uint8 dataset
+PAIRING: Rows = [  # facts of check.check_pairing: device views and their raw_uint8 dataset (a
+    # bad view preset is the preprocessor's to refuse)
     (lambda f: f.pre is not None and not f.raw,
      'model.data_preprocessor.type=GPUViewPreprocessor draws the views on the device, but '
      'train_dataloader.dataset.view is {view!r}; set train_dataloader.dataset.view=raw_uint8 '
@@ -146,15 +143,13 @@ PAIRING: Rows = [  # facts of `pairing_facts`: device views and their raw_uint8 
      'model.data_preprocessor.input_size={size} differs from train_dataloader.dataset.input_size='
      '{data_size} (the size evaluation uses); leave model.data_preprocessor.input_size out to '
      'follow it'),
-    (lambda f: f.pre is not None and preset_error(f.pre, f.data_size),
-     'model.data_preprocessor.view: {it}'),
 ]
-METHOD: Rows = [  # facts of `run_facts`: records, tables and baselines are keyed by the row
+METHOD: Rows = [  # facts of `check_run`: records, tables and baselines are keyed by the row
     (lambda f: f.unnamed,
      "model.type={name!r} has no row in METHODS of benchmark/names.py; add '{name}': (record "
      'name, table label) there (docs/methods.md, "Adding a method")'),
 ]
-BATCH: Rows = [  # facts of `run_facts`, where the train batch is an integer
+BATCH: Rows = [  # facts of `check_run`, where the train batch is an integer
     (lambda f: f.batch < 2, 'train_dataloader.batch_size must be >= 2, got {batch}'),
     (lambda f: f.kind.startswith('MixCo') and f.batch % 2,
      'train_dataloader.batch_size must be even for {kind} (it mixes the two halves of each '
@@ -185,14 +180,6 @@ def check_values(cfg: dict) -> None:
             for pattern, rule in table.items():
                 if fnmatch.fnmatchcase(path, pattern):
                     rule(value, path)
-
-
-def preset_error(pre: dict, size: int) -> str:
-    try:
-        view_spec(pre.get('view', 'mocov2'), size, pre.get('normalize', IMAGENET_NORMALIZE))
-    except (ValueError, TypeError) as err:
-        return str(err)
-    return ''
 
 
 def check_run(cfg: dict, world_size: int) -> None:

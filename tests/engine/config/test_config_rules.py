@@ -64,8 +64,6 @@ TABLES = [  # (table, its check, [(bad config, ...more arguments)] in the table'
         (dict(model=dict(data_preprocessor=DEVICE),
               train_dataloader=loader('raw_uint8', input_size=0)),),
         (dict(model=dict(data_preprocessor=dict(DEVICE, input_size=8)),
-              train_dataloader=loader('raw_uint8', input_size=16)),),
-        (dict(model=dict(data_preprocessor=dict(DEVICE, view='bogus')),
               train_dataloader=loader('raw_uint8', input_size=16)),)]),
     (METHOD, check_run, [(dict(model=dict(type='UnnamedRuleMethod')), 1)]),
     (BATCH, check_run, [

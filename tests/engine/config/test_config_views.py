@@ -90,9 +90,11 @@ def test_tiny_imagenet_fragment_switches_device_views_on(tmp_path):
     ({**DEVICE_VIEWS, 'model.data_preprocessor.input_size': 32},
      'model.data_preprocessor.input_size=32 differs from train_dataloader.dataset.input_size=16'),
     ({**DEVICE_VIEWS, 'model.data_preprocessor.view.min_scal': 0.3},
-     "model.data_preprocessor.view: view 'mocov2': unknown override 'min_scal'"),
+     "model.data_preprocessor.view.min_scal=0.3 refused by MoCo: view 'mocov2': unknown override "
+     "'min_scal'"),
     ({**DEVICE_VIEWS, 'model.data_preprocessor.view': 'linear_train'},
-     "model.data_preprocessor.view: view 'linear_train' cannot be drawn on the device"),
+     "model.data_preprocessor.view='linear_train' refused by MoCo: view 'linear_train' cannot be "
+     "drawn on the device"),
     ({**DEVICE_VIEWS, 'model.data_preprocessor.inputsize': 16},
      "unknown key 'model.data_preprocessor.inputsize' (did you mean"),
     ({**DEVICE_VIEWS, 'view': dict(name='raw_uint8', size=8)},
