@@ -13,7 +13,7 @@ import pytest
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from benchmark.engine.config.build import LAST_MODEL
+from benchmark.engine.config.check import LAST_MODEL
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import merge_options
