@@ -37,30 +37,22 @@ STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
 LAST_MODEL: dict = {}  # the last model built: a suite checks one config for many runs
 
 
-def config_keys(model_wrapper_cfg: Optional[dict] = None, sync_bn: Optional[str] = None,
-                find_unused_parameters: bool = False, compile: Union[bool, dict] = False,
-                activation_checkpointing: Any = None, efficient_conv_bn_eval: Any = None,
-                custom_imports: Optional[dict] = None, _base_: Any = None,
-                vis_backends: Any = None) -> None:
-    """The keys the Runner reads besides its arguments; the last three are the file's."""
-
-
-def env_cfg(cudnn_benchmark: bool = False, mp_cfg: Optional[dict] = None,
-            dist_cfg: Optional[dict] = None, resource_limit: int = 4096) -> None:
-    """The keys of env_cfg Runner.setup_env reads."""
-
-
-def auto_scale_lr(enable: bool = False, base_batch_size: Optional[int] = None) -> None:
-    """The keys of auto_scale_lr Runner.scale_lr reads."""
-
-
+# The keys the Runner reads besides its arguments ('': the last three are the file's) and those
+# of the sections it reads key by key: {section: {key: the types it takes}}.
+KEYS = {'': dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
+                 find_unused_parameters=bool, compile=Union[bool, dict],
+                 activation_checkpointing=Any, efficient_conv_bn_eval=Any,
+                 custom_imports=Optional[dict], _base_=Any, vis_backends=Any),
+        'env_cfg': dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
+                        resource_limit=int),
+        'auto_scale_lr': dict(enable=bool, base_batch_size=Optional[int])}
 # The sections the Runner reads key by key (the signature their keys fit) or builds itself (the
 # registry of their type; the log processor built, the others by their keywords): (key path, the
 # signature or registry, the default type, the keys mmengine passes itself).
-SECTIONS = [('env_cfg', env_cfg, None, ()),
+SECTIONS = [('env_cfg', KEYS['env_cfg'], None, ()),
             ('env_cfg.mp_cfg', set_multi_processing, None, ('distributed',)),
             ('randomness', Runner.set_randomness, None, ('self',)),
-            ('auto_scale_lr', auto_scale_lr, None, ()),
+            ('auto_scale_lr', KEYS['auto_scale_lr'], None, ()),
             ('compile', torch.compile, None, ('model',)),
             ('model_wrapper_cfg', MODEL_WRAPPERS, None, ('module',)),
             ('log_processor', LOG_PROCESSORS, 'LogProcessor', ()),
@@ -226,10 +218,10 @@ def check_evaluator(evaluator: Any, path: str, cfg: dict) -> None:
 def check_sections(cfg: dict) -> None:
     """Every section a run builds, in the order the Runner builds them."""
     params = set(accepted(Runner)[0]) - {'cfg'}
-    check_keys(cfg, params | set(accepted(config_keys)[0]), '')
+    check_keys(cfg, params | set(KEYS['']), '')
     given = {k: v for k, v in cfg.items() if v is not None}  # None: not set
     check_call({k: v for k, v in given.items() if k in params}, Runner, '', skip={'cfg'})
-    check_call({k: v for k, v in given.items() if k not in params}, config_keys, '')
+    check_call({k: v for k, v in given.items() if k not in params}, KEYS[''], '')
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
     for path, kind, default, skip in SECTIONS:  # a section None or (keywords) no dict: not set

@@ -39,7 +39,11 @@ def check_keys(section: dict, allowed: Iterable[str], path: str) -> None:
 
 def accepted(obj: Any) -> Tuple[dict, bool]:
     """The keyword parameters of a function, or of a class's ``__init__`` and, while it passes
-    ``**kwargs`` on, its bases'; and whether any key may be valid (``**kwargs`` to the end)."""
+    ``**kwargs`` on, its bases', or of a table {key: its types}; and whether any key may be valid
+    (``**kwargs`` to the end)."""
+    if isinstance(obj, dict):
+        return {k: inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=t)
+                for k, t in obj.items()}, False
     is_class = inspect.isclass(obj)
     chain = [c.__dict__['__init__'] for c in obj.__mro__
              if '__init__' in c.__dict__ and c is not object] if is_class else [obj]
