@@ -38,9 +38,8 @@ def check_keys(section: dict, allowed: Iterable[str], path: str) -> None:
 
 
 def accepted(obj: Any) -> Tuple[dict, bool]:
-    """The keyword parameters of a function, or of a class's ``__init__`` and, while it passes
-    ``**kwargs`` on, its bases', or of a table {key: its types}; and whether any key may be valid
-    (``**kwargs`` to the end)."""
+    """The keyword parameters of a table {key: its types}, a function, or a class's ``__init__``
+    and its bases' while it passes ``**kwargs`` on; and whether any key may be valid."""
     if isinstance(obj, dict):
         return {k: inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=t)
                 for k, t in obj.items()}, False
@@ -83,12 +82,6 @@ def plain_types(hinted: Any) -> Optional[tuple]:
         ((t,) for t in TYPE_NAMES if hinted is t), None)
 
 
-def type_ok(value: Any, allowed: tuple) -> bool:
-    if isinstance(value, bool):
-        return bool in allowed
-    return isinstance(value, allowed) or (isinstance(value, int) and float in allowed)
-
-
 def check_call(section: Any, obj: Any, path: str, skip: Iterable[str] = (),
                extra: Iterable[str] = ()) -> None:
     """Each key of `section` a keyword `obj` takes, of the type it declares (or a True/False
@@ -104,7 +97,8 @@ def check_call(section: Any, obj: Any, path: str, skip: Iterable[str] = (),
         bare = param is not None and param.annotation is param.empty
         allowed = param and (plain_types(param.annotation) or (
             (bool,) if bare and isinstance(param.default, bool) else None))
-        if allowed and not type_ok(value, allowed):
+        if allowed and not (bool in allowed if isinstance(value, bool) else isinstance(
+                value, allowed) or (isinstance(value, int) and float in allowed)):
             names = ' or '.join(dict.fromkeys(TYPE_NAMES.get(t, 'a list') for t in allowed))
             raise ConfigError(f'{join_path(path, key)} must be {names}, got {value!r}')
 

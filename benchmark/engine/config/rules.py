@@ -1,9 +1,7 @@
-"""What no constructor refuses, as tables: a row per rule and the one line it says.
-
-`VALUES`: a key pattern ('*' for any keys between) and the rule its value must pass (keys only
-the Runner reads, or values mmengine and torch take that a run cannot use). `TRAIN_VIEWS`,
-`PAIRING`, `METHOD`, `BATCH`: (a test of the facts the table reads, the line said where it
-returns something true, formatted with the facts and ``it``, what it returned)."""
+"""What no constructor refuses, as tables: a row per rule and the one line it says. `VALUES`: a
+key pattern ('*' for any keys between) and the rule its value must pass. `TRAIN_VIEWS`, `PAIRING`,
+`METHOD`, `BATCH`: (a test of the facts the table reads, the line said where it returns something
+true, formatted with the facts and ``it``, what it returned)."""
 import fnmatch
 import math
 import os.path as osp
@@ -83,7 +81,8 @@ def finite(value: Any, path: str) -> None:
         raise ConfigError(f'{path} must be a finite number, got {value}')
 
 
-# A zero interval divides by zero, a zero learning rate trains nothing, a momentum of 1 never moves.
+# Keys only the Runner reads, and values mmengine and torch take that a run cannot use: a zero
+# interval divides by zero, a zero learning rate trains nothing, a momentum of 1 never moves.
 VALUES = {
     'launcher': choice('none', 'pytorch', 'slurm', 'mpi'),
     'log_level': choice('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'),
