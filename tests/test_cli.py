@@ -4,10 +4,10 @@ import os
 
 import pytest
 
+from benchmark.cli import (ArgumentParser, did_you_mean, existing_dir, existing_file,
+                           int_at_least, non_negative_int, one_line, output_dir, output_file,
+                           positive_int, run_tool)
 from benchmark.engine.checkpoints import CheckpointError
-from benchmark.cli import (ArgumentParser, existing_dir, existing_file, int_at_least,
-                                  non_negative_int, one_line, output_dir, output_file,
-                                  positive_int, run_tool)
 from benchmark.engine.config.keywords import ConfigError
 
 
@@ -43,6 +43,16 @@ def test_only_rank_0_prints(capsys, monkeypatch):
     assert stop.value.code == 2 and capsys.readouterr().err == ''
     assert run_tool(lambda argv: (_ for _ in ()).throw(ValueError('x')), []) == 2
     assert capsys.readouterr().err == ''
+
+
+def test_did_you_mean_names_the_closest_candidate_or_one_the_name_starts():
+    assert did_you_mean('temprature', ['temperature', 'queue_size']) == \
+        " (did you mean 'temperature'?)"
+    assert did_you_mean('loger', ['logger', 'timer'], 'default_hooks') == \
+        " (did you mean 'default_hooks.logger'?)"
+    assert did_you_mean('Wandb', ['WandbVisBackend', 'LocalVisBackend']) == \
+        " (did you mean 'WandbVisBackend'?)"  # too short for difflib: the prefix finds it
+    assert did_you_mean('zzz', ['queue_size']) == '' and did_you_mean('', ['a']) == ''
 
 
 def test_int_types_accept_their_range():
