@@ -231,7 +231,8 @@ def check_sections(cfg: dict) -> None:
             (build if key == 'log_processor' else typed)(kind, section, path, default, skip)
         elif isinstance(section, dict) and not isinstance(kind, Registry):
             check_call(section, kind, path, skip)
-            if section.get('enable') and 'base_batch_size' not in section:  # auto_scale_lr
+            if path == 'auto_scale_lr' and section.get('enable') and (
+                    'base_batch_size' not in section):
                 raise ConfigError(f'{path}.base_batch_size: missing')
     backends = (cfg.get('visualizer') or {}).get('vis_backends') or []
     for item, item_path in items([backends] if isinstance(backends, dict) else backends,
