@@ -17,7 +17,7 @@ from benchmark.cli import (ArgumentParser, existing_file, non_negative_int, outp
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import CfgOptionsAction, merge_options, read_config
-from benchmark.engine.launch import config_identity, config_setting
+from benchmark.engine.config_text import config_identity, config_setting
 from benchmark.engine.progress import duration
 from benchmark.evaluation.device import eval_device
 from benchmark.evaluation.evaluate import evaluate_checkpoint, record_evaluation

@@ -51,11 +51,14 @@ class CfgOptionsAction(DictAction):
 
 
 def merge_options(cfg: Config, options: dict) -> None:
-    """`cfg.merge_from_dict(options)`, with a merge that cannot apply as one ConfigError line."""
+    """`cfg.merge_from_dict(options)`, with a merge that cannot apply as one ConfigError line
+    (and the modules of a custom_imports it changes imported, as `read_config` does)."""
     try:
         cfg.merge_from_dict(options)
     except (KeyError, TypeError, AssertionError) as err:
         raise ConfigError(f'--cfg-options: {one_line(err)}') from None
+    if any(key.split('.')[0] == 'custom_imports' for key in options):
+        import_custom_modules(cfg.get('custom_imports'))
 
 
 def import_custom_modules(custom: Optional[dict]) -> None:

@@ -69,7 +69,7 @@ def check_launch(args) -> Tuple[int, Optional[str]]:
         The error itself with ``--debug``.
     """
     try:
-        cfg = load_checked(args)
+        cfg = load_checked(args)[0]
     except START_ERRORS as err:
         return start_exit(err, args.config, args.debug), None
     root = cfg.train_dataloader.dataset.get('data_root', '')

@@ -1,8 +1,9 @@
-"""Where the training views are drawn: a config's ``train_views`` applied (`resolve_train_views`)
-and the preprocessor's input size completed from the dataset's (`fill_view_size`)."""
+"""Where the training views are drawn: a config's ``train_views`` applied, the preprocessor's
+input size completed from the dataset's and the pair checked (`place_views`; the size alone:
+`fill_view_size`)."""
 from benchmark.data.gpu_views import GPUViewPreprocessor
 from benchmark.data.raw_view import RAW_VIEW
-from benchmark.engine.config.rules import TRAIN_VIEWS, refuse
+from benchmark.engine.config.rules import PAIRING, TRAIN_VIEWS, refuse
 
 
 def device_views(cfg) -> dict:
@@ -24,9 +25,10 @@ def views_path(cfg) -> str:
     return 'device' if device_views(cfg) is not None else 'loader'
 
 
-def resolve_train_views(cfg, cuda: bool) -> str:
+def place_views(cfg, cuda: bool) -> str:
     """Apply and remove ``train_views = dict(on='auto', raw_size=None, compile=False,
-    graph=False, prefetch=False)``; the views path the run takes.
+    graph=False, prefetch=False)``, check the pair (`check_pairing`) and fill the views' size
+    (`fill_view_size`); the views path the run takes.
 
     'device' (``'auto'`` where `cuda`) moves the dataset's view preset to a GPUViewPreprocessor
     with those switches and has the dataset hand out ``raw_uint8`` images (resized to
@@ -34,20 +36,32 @@ def resolve_train_views(cfg, cuda: bool) -> str:
     one without a model (or whose model is no dict) is left for the section check to name.
     """
     spec = cfg.pop('train_views', None)
-    if spec is None:
-        return views_path(cfg)
-    refuse(TRAIN_VIEWS, spec=spec)
-    on = spec.get('on', 'auto')
-    has_model = isinstance(cfg.get('model'), dict)
-    if (on == 'device' or (on == 'auto' and cuda)) and has_model and device_views(cfg) is None:
-        dataset = train_dataset(cfg)
-        view, raw_size = dataset.get('view', 'mocov2'), spec.get('raw_size')
-        dataset['view'] = RAW_VIEW if raw_size is None else dict(name=RAW_VIEW, raw_size=raw_size)
-        cfg['model']['data_preprocessor'] = dict(
-            type='GPUViewPreprocessor', view=view, compile=spec.get('compile', False),
-            graph=spec.get('graph', False), prefetch=spec.get('prefetch', False))
-        fill_view_size(cfg)
+    if spec is not None:
+        refuse(TRAIN_VIEWS, spec=spec)
+        on = spec.get('on', 'auto')
+        if (on == 'device' or (on == 'auto' and cuda)) and isinstance(cfg.get('model'), dict) \
+                and device_views(cfg) is None:
+            dataset = train_dataset(cfg)
+            view, raw_size = dataset.get('view', 'mocov2'), spec.get('raw_size')
+            dataset['view'] = RAW_VIEW if raw_size is None else dict(name=RAW_VIEW,
+                                                                     raw_size=raw_size)
+            cfg['model']['data_preprocessor'] = dict(
+                type='GPUViewPreprocessor', view=view, compile=spec.get('compile', False),
+                graph=spec.get('graph', False), prefetch=spec.get('prefetch', False))
+    check_pairing(cfg)
+    fill_view_size(cfg)
     return views_path(cfg)
+
+
+def check_pairing(cfg) -> None:
+    """Device views need a ``raw_uint8`` dataset and the other way round, at one input size."""
+    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
+    view = dataset.get('view', 'mocov2')
+    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
+    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
+           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
+           size=(pre or {}).get('input_size'),
+           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')
 
 
 def fill_view_size(cfg, like=None) -> None:

@@ -94,7 +94,7 @@ def describe_run(cfg: Config, meta: Optional[dict] = None) -> dict:
 
 
 def setting_fields(setting: Optional[dict]) -> dict:
-    """build_record's setting_text and overrides from `launch.config_setting` (or None)."""
+    """build_record's setting_text and overrides from `config_text.config_setting` (or None)."""
     if not setting:
         return {}
     return dict(setting_text=setting['text'], overrides=setting['overrides'])
@@ -105,7 +105,7 @@ def record_evaluation(protocols: Dict[str, dict], run: dict, eval_data: str,
                       config_text: Optional[str] = None, extra: Optional[dict] = None,
                       setting: Optional[dict] = None) -> Path:
     """Write the evaluation's record; its figures move into runs/<id>/ beside it.
-    `setting`: `launch.config_setting` of the config (the record's setting and overrides)."""
+    `setting`: `config_text.config_setting` of the config (the record's setting and overrides)."""
     record = build_record(**run, eval_data=eval_data, protocols=protocols, checkpoint=checkpoint,
                           config_text=config_text, extra=extra, **setting_fields(setting))
     folder = layout.run_folder(results_dir, record['id'])

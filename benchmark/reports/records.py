@@ -154,7 +154,7 @@ def build_record(*, method: str, backbone: str, pretrain_data: str, pretrain_epo
         checkpoint: Path of the evaluated checkpoint.
         config_text: The config's full text (dumped); only its sha256 is stored.
         setting_text: The config without seed, placement and data paths
-            (``launch.config_setting``); stored as ``setting_sha256``, its sha256 together with
+            (``config_text.config_setting``); stored as ``setting_sha256``, its sha256 together with
             the world size: what leaderboards group a row by. None: the record has no setting
             (grouped by method, as records written without one).
         overrides: {dotted key: value} where the config departs from its file as shipped;

@@ -23,7 +23,7 @@ import hashlib
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from benchmark.atomic_io import atomic_write_text
-from benchmark.engine.launch import config_identity
+from benchmark.engine.config_text import config_identity
 from benchmark.layout import config_stem
 from benchmark.suites.policy import SuiteError
 

@@ -42,7 +42,7 @@ from benchmark.cli import did_you_mean
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import merge_options, read_config
-from benchmark.engine.launch import config_identity, config_setting
+from benchmark.engine.config_text import config_identity, config_setting
 from benchmark.evaluation.device import parse_device
 from benchmark.evaluation.evaluate import describe_run
 from benchmark.layout import REPO_ROOT, config_stem, suite_results_dir, suite_work_dir

@@ -10,7 +10,8 @@ import pytest
 
 import benchmark.components  # noqa: F401  registers every type a config can name
 from benchmark.engine.config_file import merge_options, read_config
-from benchmark.engine.launch import config_identity, config_setting, load_config
+from benchmark.engine.config_text import config_identity, config_setting
+from benchmark.engine.launch import load_config
 from benchmark.layout import REPO_ROOT
 from benchmark.reports.records import setting_sha256
 from tools import eval as eval_tool

@@ -8,7 +8,8 @@ import pytest
 
 import benchmark.components  # noqa: F401  registers what the configs name
 from benchmark.engine.config_file import merge_options, read_config
-from benchmark.engine.launch import config_identity, load_config
+from benchmark.engine.config_text import config_identity
+from benchmark.engine.launch import load_config
 from benchmark.suites.options import digest, option_text, parse_option
 from benchmark.suites.spec import DEFAULT, SuiteError, expand_suite
 from benchmark.layout import SUITE_CONFIG_DIR

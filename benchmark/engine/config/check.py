@@ -21,13 +21,10 @@ from mmengine.utils.dl_utils import set_multi_processing
 from torch.utils.data import DataLoader
 
 from benchmark.cli import did_you_mean
-from benchmark.data.raw_view import RAW_VIEW
 from benchmark.engine.config.keywords import (ConfigError, accepted, check_call, check_keys,
                                               lookup, refused, require_dict)
-from benchmark.engine.config.rules import PAIRING, check_run, check_values, refuse
-from benchmark.engine.config_file import import_custom_modules
-from benchmark.engine.train_views import (device_views, fill_view_size, resolve_train_views,
-                                          train_dataset)
+from benchmark.engine.config.rules import check_run, check_values
+from benchmark.engine.train_views import place_views
 from methods.backbones import build_resnet
 
 # Runner.register_default_hooks: the names a default_hooks entry overrides.
@@ -42,7 +39,7 @@ LAST_MODEL: dict = {}  # the last model built: a suite checks one config for man
 KEYS = {'': dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
                  find_unused_parameters=bool, compile=Union[bool, dict],
                  activation_checkpointing=Any, efficient_conv_bn_eval=Any,
-                 custom_imports=Optional[dict], _base_=Any, vis_backends=Any),
+                 custom_imports=dict, _base_=Any, vis_backends=Any),
         'env_cfg': dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
                         resource_limit=int),
         'auto_scale_lr': dict(enable=bool, base_batch_size=Optional[int])}
@@ -253,12 +250,9 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
                     cuda: Optional[bool] = None) -> None:
     """Check a loaded config (left as it is) for a run of `world_size` processes (default:
     torchrun's WORLD_SIZE, else 1) training on CUDA where `cuda` (default: where available)."""
-    import_custom_modules(cfg.get('custom_imports'))
     top = cfg.to_dict() if isinstance(cfg, Config) else copy.deepcopy(dict(cfg))
     check_values(top)
-    resolve_train_views(top, torch.cuda.is_available() if cuda is None else cuda)
-    check_pairing(top)
-    fill_view_size(top)  # as launch.load_config does before the model is built
+    place_views(top, torch.cuda.is_available() if cuda is None else cuda)  # as the run will
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
@@ -269,13 +263,3 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
             world_size = 1
     check_run(top, world_size)
 
-
-def check_pairing(cfg) -> None:
-    """Device views need a ``raw_uint8`` dataset and the other way round, at one input size."""
-    pre, dataset, model = device_views(cfg), train_dataset(cfg), cfg.get('model')
-    view = dataset.get('view', 'mocov2')
-    kind = model.get('data_preprocessor') if isinstance(model, dict) else None
-    refuse(PAIRING, pre=pre, view=view, data_size=dataset.get('input_size', 224),
-           raw=(view.get('name') if isinstance(view, dict) else view) == RAW_VIEW,
-           size=(pre or {}).get('input_size'),
-           kind=(kind.get('type') if isinstance(kind, dict) else kind) or 'BaseDataPreprocessor')

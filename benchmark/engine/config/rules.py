@@ -123,8 +123,8 @@ TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views, engine/train_vie
     (lambda f: not is_switch(f.spec.get('prefetch', False)),
      "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
 ]
-PAIRING: Rows = [  # facts of check.check_pairing: device views and their raw_uint8 dataset (a
-    # bad view preset is the preprocessor's to refuse)
+PAIRING: Rows = [  # facts of train_views.check_pairing: device views and their raw_uint8
+    # dataset (a bad view preset is the preprocessor's to refuse)
     (lambda f: f.pre is not None and not f.raw,
      'model.data_preprocessor.type=GPUViewPreprocessor draws the views on the device, but '
      'train_dataloader.dataset.view is {view!r}; set train_dataloader.dataset.view=raw_uint8 '

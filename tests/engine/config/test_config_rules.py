@@ -6,11 +6,10 @@ import pytest
 from mmengine.registry import MODELS
 
 import benchmark.components  # noqa: F401  registers the methods the rows read
-from benchmark.engine.config.check import check_pairing
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config.rules import (BATCH, METHOD, PAIRING, TRAIN_VIEWS, VALUES, check_run,
                                            check_values)
-from benchmark.engine.train_views import resolve_train_views
+from benchmark.engine.train_views import check_pairing, place_views
 from methods.simclr import SimCLR
 
 DEVICE = dict(type='GPUViewPreprocessor', view='mocov2')
@@ -54,7 +53,7 @@ def loader(view='mocov2', **dataset):
 
 
 TABLES = [  # (table, its check, [(bad config, ...more arguments)] in the table's row order)
-    (TRAIN_VIEWS, lambda cfg: resolve_train_views(cfg, True), [
+    (TRAIN_VIEWS, lambda cfg: place_views(cfg, True), [
         (dict(train_views='gpu'),), (dict(train_views=dict(raw=1)),),
         (dict(train_views=dict(on='gpu')),), (dict(train_views=dict(compile=1)),),
         (dict(train_views=dict(graph='on')),), (dict(train_views=dict(prefetch=1)),)]),

@@ -6,7 +6,7 @@ from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import read_config
 from benchmark.engine.launch import pin_batches
-from benchmark.engine.train_views import resolve_train_views, views_path
+from benchmark.engine.train_views import place_views, views_path
 from benchmark.reports.records import build_record
 from tests.conftest import ROOT
 
@@ -21,9 +21,9 @@ def config(name: str):
 def test_auto_draws_the_views_on_a_gpu_and_with_pil_on_a_cpu(name, raw):
     cpu, gpu = config(name), config(name)
     view = cpu.train_dataloader.dataset.view
-    assert resolve_train_views(cpu, cuda=False) == 'loader'
+    assert place_views(cpu, cuda=False) == 'loader'
     assert 'train_views' not in cpu and cpu.train_dataloader.dataset.view == view
-    assert resolve_train_views(gpu, cuda=True) == 'device'
+    assert place_views(gpu, cuda=True) == 'device'
     assert gpu.train_dataloader.dataset.view == raw
     pre = gpu.model.data_preprocessor
     assert (pre.type, pre.view, pre.input_size, pre.compile, pre.graph, pre.prefetch) == (
@@ -34,15 +34,15 @@ def test_auto_draws_the_views_on_a_gpu_and_with_pil_on_a_cpu(name, raw):
 def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():
     cfg = config('mixco_r18_tiny.py')
     cfg.train_views.on = 'loader'
-    assert resolve_train_views(cfg, cuda=True) == 'loader'
+    assert place_views(cfg, cuda=True) == 'loader'
     cfg = config('mixco_r18_tiny.py')
     cfg.train_views.update(on='device', compile=True, graph=False, prefetch=True)
-    assert resolve_train_views(cfg, cuda=False) == 'device'
+    assert place_views(cfg, cuda=False) == 'device'
     pre = cfg.model.data_preprocessor
     assert pre.compile is True and pre.graph is False and pre.prefetch is True
     fast = config('mixco_r18_tiny_fast.py')  # its own preprocessor: on='loader' changes nothing
     fast.train_views.on = 'loader'
-    assert resolve_train_views(fast, cuda=False) == 'device' == views_path(fast)
+    assert place_views(fast, cuda=False) == 'device' == views_path(fast)
 
 
 @pytest.mark.parametrize('cuda, given, pinned', [(True, None, True), (False, None, None),
@@ -67,7 +67,7 @@ def test_bad_train_views_are_one_line(value, line):
     cfg = config('mixco_r18_tiny.py')
     cfg.train_views = value
     with pytest.raises(ValueError) as err:
-        resolve_train_views(cfg, cuda=True)
+        place_views(cfg, cuda=True)
     assert str(err.value) == line
 
 
