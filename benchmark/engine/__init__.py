@@ -14,9 +14,12 @@
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
 | OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |
 
-Other modules: `config/` (`check`; `build`, what a config names built without data, each
-refusal one line naming the key; `keywords`, what a component accepts; `rules` and `views`,
-what no constructor can see): the pre-flight check; `launch`: config file + command line -> checked config, and a training run's arguments -> a `PreparedRun` (`prepare_run`: checked config, identity, resume checkpoint, views, work dir held, wandb); `checkpoints`: read a checkpoint file
+Other modules: `config/` (`check`, what a config names built without data, each refusal one
+line naming the key; `keywords`, what a component accepts; `rules`, what no constructor can see,
+as tables): the pre-flight check; `config_file`: a config file read and `--cfg-options` merged;
+`train_views`: where the training views are drawn; `config_text`: a config's text, its identity
+and its setting; `launch`: a training run's arguments -> a `PreparedRun` (`prepare_run`: each
+step in the module that owns it); `checkpoints`: read a checkpoint file
 (every way it can be bad is one line), a backbone or meta strictly, choose the checkpoint
 `--resume` continues from; `export`: the evaluated encoder as a torchvision state dict;
 `prefetch_loop`: PrefetchViewsTrainLoop, mmengine's epoch loop taking its batches one ahead so

@@ -34,22 +34,19 @@ STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
 LAST_MODEL: dict = {}  # the last model built: a suite checks one config for many runs
 
 
-# The keys the Runner reads besides its arguments ('': the last three are the file's) and those
-# of the sections it reads key by key: {section: {key: the types it takes}}.
-KEYS = {'': dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
-                 find_unused_parameters=bool, compile=Union[bool, dict],
-                 activation_checkpointing=Any, efficient_conv_bn_eval=Any,
-                 custom_imports=dict, _base_=Any, vis_backends=Any),
-        'env_cfg': dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
-                        resource_limit=int),
-        'auto_scale_lr': dict(enable=bool, base_batch_size=Optional[int])}
-# The sections the Runner reads key by key (the signature their keys fit) or builds itself (the
-# registry of their type; the log processor built, the others by their keywords): (key path, the
-# signature or registry, the default type, the keys mmengine passes itself).
-SECTIONS = [('env_cfg', KEYS['env_cfg'], None, ()),
+# The keys the Runner reads besides its arguments (the last three are the file's): their types.
+RUNNER_KEYS = dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
+                   find_unused_parameters=bool, compile=Union[bool, dict],
+                   activation_checkpointing=Any, efficient_conv_bn_eval=Any, custom_imports=dict,
+                   _base_=Any, vis_backends=Any)
+# The sections the Runner reads key by key (the signature, or {key: types}, their keys fit) or
+# builds itself (the registry of their type; the log processor built, the others by their
+# keywords): (key path, the signature or registry, the default type, the keys mmengine passes).
+SECTIONS = [('env_cfg', dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
+                             resource_limit=int), None, ()),
             ('env_cfg.mp_cfg', set_multi_processing, None, ('distributed',)),
             ('randomness', Runner.set_randomness, None, ('self',)),
-            ('auto_scale_lr', KEYS['auto_scale_lr'], None, ()),
+            ('auto_scale_lr', dict(enable=bool, base_batch_size=Optional[int]), None, ()),
             ('compile', torch.compile, None, ('model',)),
             ('model_wrapper_cfg', MODEL_WRAPPERS, None, ('module',)),
             ('log_processor', LOG_PROCESSORS, 'LogProcessor', ()),
@@ -215,10 +212,10 @@ def check_evaluator(evaluator: Any, path: str, cfg: dict) -> None:
 def check_sections(cfg: dict) -> None:
     """Every section a run builds, in the order the Runner builds them."""
     params = set(accepted(Runner)[0]) - {'cfg'}
-    check_keys(cfg, params | set(KEYS['']), '')
+    check_keys(cfg, params | set(RUNNER_KEYS), '')
     given = {k: v for k, v in cfg.items() if v is not None}  # None: not set
     check_call({k: v for k, v in given.items() if k in params}, Runner, '', skip={'cfg'})
-    check_call({k: v for k, v in given.items() if k not in params}, KEYS[''], '')
+    check_call({k: v for k, v in given.items() if k not in params}, RUNNER_KEYS, '')
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
     for path, kind, default, skip in SECTIONS:  # a section None or (keywords) no dict: not set
@@ -256,10 +253,6 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
         warnings.simplefilter('ignore')
         check_sections(top)
-    if world_size is None:  # tools/dist_train.sh sets WORLD_SIZE for its check as well
-        try:
-            world_size = max(1, int(os.environ.get('WORLD_SIZE', '1')))
-        except ValueError:
-            world_size = 1
-    check_run(top, world_size)
+    # tools/dist_train.sh sets WORLD_SIZE for its check as well
+    check_run(top, int(os.environ.get('WORLD_SIZE', '1')) if world_size is None else world_size)
 

@@ -4,6 +4,7 @@ key pattern ('*' for any keys between) and the rule its value must pass. `TRAIN_
 true, formatted with the facts and ``it``, what it returned)."""
 import fnmatch
 import math
+import re
 import os.path as osp
 from types import SimpleNamespace
 from typing import Any, Callable, List, Tuple
@@ -21,11 +22,11 @@ Rule = Callable[[Any, str], None]
 Rows = List[Tuple[Callable[[SimpleNamespace], Any], str]]
 
 
-def number(low: float, high: float = math.inf, whole: bool = False, low_open: bool = False,
-           high_open: bool = True, none: bool = False) -> Rule:
-    """A number (an integer where `whole`) from `low` to `high` (None too where `none`)."""
-    shown = (f"{'>' if low_open else '>='} {low}" if high == math.inf else
-             f"in {'([' [not low_open]}{low}, {high}{')]'[not high_open]}")
+def number(shown: str, whole: bool = False, none: bool = False) -> Rule:
+    """A number (an integer where `whole`; None too where `none`) as `shown` says: '>= 1', '> 0'
+    or an interval, 'in [0, 1)'."""
+    bound = [float(b) for b in re.findall(r'[\d.]+', shown)] + [math.inf]
+    closed = (not shown.startswith(('>', 'in (')) or '=' in shown, shown.endswith(']'))
 
     def rule(value: Any, path: str) -> None:
         if value is None and none:
@@ -33,13 +34,13 @@ def number(low: float, high: float = math.inf, whole: bool = False, low_open: bo
         if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
             raise ConfigError(f"{path} must be {'an integer' if whole else 'a number'}, "
                               f'got {value!r}')
-        if value < low or value > high or (value == low and low_open) or (
-                value == high and high_open):
+        if not (bound[0] < value or (closed[0] and value == bound[0])) or not (
+                value < bound[1] or (closed[1] and value == bound[1])):
             raise ConfigError(f'{path} must be {shown}, got {value}')
     return rule
 
 
-COUNT, SIZE, POSITIVE = number(0, whole=True), number(1, whole=True), number(0, low_open=True)
+COUNT, SIZE, POSITIVE = number('>= 0', whole=True), number('>= 1', whole=True), number('> 0')
 
 
 def choice(*options: Any) -> Rule:
@@ -87,7 +88,7 @@ VALUES = {
     'launcher': choice('none', 'pytorch', 'slurm', 'mpi'),
     'log_level': choice('DEBUG', 'INFO', 'WARNING', 'ERROR', 'CRITICAL'),
     'load_from': checkpoint_file,
-    'randomness.seed': number(0, 2 ** 32, whole=True, none=True),  # numpy's range
+    'randomness.seed': number(f'in [0, {2 ** 32})', whole=True, none=True),  # numpy's range
     'env_cfg.mp_cfg.mp_start_method': choice(None, 'fork', 'spawn', 'forkserver'),
     'env_cfg.mp_cfg.opencv_num_threads': COUNT, 'env_cfg.resource_limit': SIZE,
     'auto_scale_lr.base_batch_size': SIZE, '*_dataloader.num_batch_per_epoch': SIZE,
@@ -96,16 +97,17 @@ VALUES = {
     'default_hooks.logger.interval': SIZE, 'log_processor.window_size': SIZE,
     'log_processor.num_digits': COUNT,
     'log_processor.custom_cfg*.method_name': choice('mean', 'min', 'max', 'current'),
-    'param_scheduler*.T_max': number(1, whole=True, none=True), 'param_scheduler*.begin': COUNT,
-    'param_scheduler*.convert_to_iter_based': choice(True, False),
+    'param_scheduler*.T_max': number('>= 1', whole=True, none=True),
+    'param_scheduler*.begin': COUNT, 'param_scheduler*.convert_to_iter_based': choice(True, False),
     'param_scheduler*.step_size': SIZE, 'param_scheduler*.milestones': steps(),
-    'param_scheduler*.gamma': POSITIVE, 'param_scheduler*.eta_min*': number(0, none=True),
-    'param_scheduler*factor': number(0, 1, low_open=True, high_open=False),  # Constant, Linear
+    'param_scheduler*.gamma': POSITIVE, 'param_scheduler*.eta_min*': number('>= 0', none=True),
+    'param_scheduler*factor': number('in (0, 1]'),  # Constant, Linear
     'optim_wrapper.optimizer.lr': POSITIVE, 'optim_wrapper.optimizer.eps': POSITIVE,
-    'optim_wrapper.optimizer.momentum': number(0, 1),
-    'optim_wrapper.optimizer.dampening': number(0, 1, high_open=False),
-    'optim_wrapper.paramwise_cfg*mult': number(0), 'optim_wrapper.clip_grad.max_norm': POSITIVE,
-    '*_dataloader.prefetch_factor': number(1, whole=True, none=True),
+    'optim_wrapper.optimizer.momentum': number('in [0, 1)'),
+    'optim_wrapper.optimizer.dampening': number('in [0, 1]'),
+    'optim_wrapper.paramwise_cfg*mult': number('>= 0'),
+    'optim_wrapper.clip_grad.max_norm': POSITIVE,
+    '*_dataloader.prefetch_factor': number('>= 1', whole=True, none=True),
     'compile.mode': choice(None, *COMPILE_MODES), 'sync_bn': choice(None, 'torch', 'mmcv'),
 }
 

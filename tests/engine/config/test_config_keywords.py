@@ -134,15 +134,17 @@ def test_a_refusal_names_the_key_its_value_and_a_did_you_mean():
 
 
 def test_rules_say_what_they_want_in_one_line():
-    size = number(1, whole=True)
+    size = number('>= 1', whole=True)
     size(1, 'p')
     assert message(size, 0, 'train_cfg.max_epochs') == 'train_cfg.max_epochs must be >= 1, got 0'
     assert message(size, True, 'p') == 'p must be an integer, got True'
-    assert message(number(0, 2 ** 32, whole=True), 2 ** 32, 'p') == \
+    assert message(number('in [0, 4294967296)', whole=True), 2 ** 32, 'p') == \
         'p must be in [0, 4294967296), got 4294967296'
-    assert message(number(0, low_open=True), 0, 'lr') == 'lr must be > 0, got 0'
-    assert message(number(0, 1), 1, 'm') == 'm must be in [0, 1), got 1'
-    assert message(number(0, 1, low_open=True, high_open=False), 0, 'f') == \
+    assert message(number('> 0'), 0, 'lr') == 'lr must be > 0, got 0'
+    assert message(number('>= 0'), -0.5, 'm') == 'm must be >= 0, got -0.5'
+    number('in [0, 1]')(1, 'd') or number('in (0, 1]')(1, 'f') or number('>= 0')(0, 'm')
+    assert message(number('in [0, 1)'), 1, 'm') == 'm must be in [0, 1), got 1'
+    assert message(number('in (0, 1]'), 0, 'f') == \
         'f must be in (0, 1], got 0'
     assert message(choice('fork', 'spawn'), 'forks', 'p') == \
         "p: unknown value 'forks' (did you mean 'fork'?); valid: fork, spawn"
