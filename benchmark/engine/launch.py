@@ -148,9 +148,7 @@ def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[Pre
     use_prefetch_loop(cfg)  # device views: the next batch's drawn while the step runs
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)
     check_data(cfg)
-    warning = configure_wandb(cfg)
-    if warning and dist.is_main():
-        print(warning, file=sys.stderr)
+    warning = configure_wandb(cfg, say=True)
     allow_mmengine_checkpoints()  # the Runner loads a --resume or load_from checkpoint
     setup_cpu_distributed(cfg, args.launcher)
     return PreparedRun(cfg, identity, cfg.load_from if cfg.get('resume') else None, views,

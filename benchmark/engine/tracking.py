@@ -252,11 +252,19 @@ def wandb_missing(consequence: str) -> str:
             '(or the wandb extra) to log it to wandb')
 
 
-def configure_wandb(cfg: Any) -> Optional[str]:
-    """Set mode, project, run name and id of every wandb backend in `cfg`; return the warning.
+def configure_wandb(cfg: Any, say: bool = False) -> Optional[str]:
+    """Set mode, project, run name and id of every wandb backend in `cfg`; return the warning
+    (with `say`, also printed to stderr by the main process).
 
     The run id is kept in the work dir, so `--resume` continues the same wandb run.
     """
+    warning = _configure_wandb(cfg)
+    if say and warning and dist.is_main():
+        print(warning, file=sys.stderr)
+    return warning
+
+
+def _configure_wandb(cfg: Any) -> Optional[str]:
     backends = [b for b in cfg.get('visualizer', {}).get('vis_backends', [])
                 if b.get('type') in WANDB_BACKENDS]
     if not backends:

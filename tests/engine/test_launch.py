@@ -1,6 +1,8 @@
 """From a config file to a checked config: overrides, work dir, resume choice, bad files in one
-line (syntax errors with file and line, old module paths naming benchmark.components)."""
+line (syntax errors with file and line, old module paths naming benchmark.components); a run
+prepared module by module, each once."""
 import os
+import sys
 
 import pytest
 import torch
@@ -78,8 +80,23 @@ def test_a_prepared_run_holds_its_checked_config_identity_views_and_work_dir(tmp
     args = Namespace(config=CONFIG, cfg_options={'train_cfg.max_epochs': 1}, launcher='none',
                      work_dir=str(tmp_path / 'w'), resume='auto', check_only=True)
     assert prepare_run(args, 0.0) is None and not (tmp_path / 'w').exists()
-    run = prepare_run(Namespace(**{**vars(args), 'check_only': False}), 0.0)
+    steps = []  # the modules launch's code calls into, in order (each step's owner)
+
+    def note(frame, event, _):
+        callee, caller = frame.f_globals.get('__name__', ''), frame.f_back.f_globals.get('__name__')
+        ours = callee.split('.')[0] in ('benchmark', 'methods') and callee != caller
+        if event == 'call' and caller == 'benchmark.engine.launch' and ours and (
+                not steps or steps[-1] != callee):
+            steps.append(callee)
+    sys.setprofile(note)
     try:
+        run = prepare_run(Namespace(**{**vars(args), 'check_only': False}), 0.0)
+    finally:
+        sys.setprofile(None)
+    try:
+        assert len(steps) == len(set(steps)), steps  # each module once: no step comes back
+        assert steps[:3] == ['benchmark.engine.config_file', 'benchmark.engine.train_views',
+                             'benchmark.engine.config.check'], steps
         assert run.cfg.train_cfg.max_epochs == 1 and run.work_dir == str(tmp_path / 'w')
         assert set(run.identity) == {'config_text', 'setting'} and run.resume is None
         assert run.views == 'device'  # the digits configs draw their views on the device
