@@ -114,14 +114,16 @@ def _is_setting(key: str) -> bool:
             and key.rsplit('.', 1)[-1] not in PATH_NAMES)
 
 
-def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, Any]:
+def config_setting(cfg: Config, config_file: Optional[str] = None,
+                   shipped: Optional[Config] = None) -> Dict[str, Any]:
     """What a run measures, apart from its seed: {'text', 'overrides'}.
 
     ``text``: the config without placement keys, seed and data roots (records hash it with the
     world size into ``setting_sha256``: runs of one setting share it across seeds, machines and
     work dirs). ``overrides``: {dotted key: value} where the config departs from `config_file`
     as shipped (default: ``cfg.filename``), e.g. ``{'model.mix_temperature': 0.1}``; the seed
-    and placement are left out. Take it where `config_identity` is taken.
+    and placement are left out. Take it where `config_identity` is taken. `shipped`: that file
+    as read already (a suite reads each once for its many runs), left as it is.
     """
     bare = copy.deepcopy(cfg)
     for key in PLACEMENT_KEYS:
@@ -139,7 +141,8 @@ def config_setting(cfg: Config, config_file: Optional[str] = None) -> Dict[str, 
     overrides: Dict[str, Any] = {}
     source = config_file or cfg.filename
     if source and osp.isfile(source):
-        shipped = Config.fromfile(source, import_custom_modules=False)
+        shipped = (Config.fromfile(source, import_custom_modules=False) if shipped is None
+                   else copy.deepcopy(shipped))
         fill_view_size(shipped, like=bare)  # its size follows the run's: input_size=N, one override
         theirs = {k: v for k, v in flat_items(shipped.to_dict()).items() if _is_setting(k)}
         overrides = {k: _plain(v) for k, v in mine.items()

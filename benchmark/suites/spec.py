@@ -363,7 +363,7 @@ def expand_suite(path: str, seeds: Optional[Sequence[int]] = None,
             return run_cfg
         seen[sha, seed] = run_name
         train = run_cfg.train_dataloader.dataset
-        setting = config_setting(run_cfg, resolved)
+        setting = config_setting(run_cfg, resolved, configs.cache[resolved])
         runs.append(Run(run_name, config, seed, variant, args,
                         str(suite_work_dir(name, run_name, work_root)), sha,
                         describe_run(run_cfg, dict(world_size=procs)),

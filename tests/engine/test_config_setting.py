@@ -106,6 +106,9 @@ def test_the_filled_preprocessor_size_is_no_override():
     assert out['text'] != shipped['text']
     merge_options(plain, {'train_dataloader.dataset.input_size': 32})  # as tools/eval.py reads
     assert config_setting(plain) == out
+    read = read_config(GPU_VIEWS)  # the file as a suite has read it already: the same, unchanged
+    assert config_setting(plain, GPU_VIEWS, read) == out and read.to_dict() == \
+        read_config(GPU_VIEWS).to_dict()
 
 
 def read_records(folder):
