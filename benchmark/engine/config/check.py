@@ -2,6 +2,7 @@
 model on the meta device, the optimizer and schedulers on it, hooks, metrics, the log processor,
 the visualisation backends, each loader over a stand-in dataset; the rest: its signature), then
 the rules across keys (rules.py). A refusal is one `ConfigError` line naming the key path."""
+import collections
 import copy
 import inspect
 import json
@@ -31,7 +32,9 @@ from methods.backbones import build_resnet
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
                       'checkpoint')
 STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
-LAST_MODEL: dict = {}  # the last model built: a suite checks one config for many runs
+# The models built last, by their section (a suite checks a few configs for many runs).
+BUILT_MODELS: collections.OrderedDict = collections.OrderedDict()
+KEPT_MODELS = 8
 
 
 # The keys the Runner reads besides its arguments (the last three are the file's): their types.
@@ -104,11 +107,13 @@ def check_model(model: Any) -> torch.nn.Module:
     if isinstance(model.get('data_preprocessor'), dict):
         typed(MODELS, model['data_preprocessor'], 'model.data_preprocessor', 'BaseDataPreprocessor')
     key = json.dumps(model, sort_keys=True, default=repr)
-    if key not in LAST_MODEL:  # on the meta device: tensors without storage (values unused)
+    if key not in BUILT_MODELS:  # on the meta device: tensors without storage (values unused)
         with torch.device('meta'):
-            LAST_MODEL.clear()
-            LAST_MODEL[key] = build(MODELS, model, 'model')
-    return LAST_MODEL[key]
+            BUILT_MODELS[key] = build(MODELS, model, 'model')
+        if len(BUILT_MODELS) > KEPT_MODELS:
+            BUILT_MODELS.popitem(last=False)
+    BUILT_MODELS.move_to_end(key)
+    return BUILT_MODELS[key]
 
 
 def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:

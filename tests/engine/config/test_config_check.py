@@ -13,7 +13,7 @@ import pytest
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from benchmark.engine.config.check import LAST_MODEL
+from benchmark.engine.config.check import BUILT_MODELS, KEPT_MODELS
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.config_file import merge_options
@@ -54,12 +54,19 @@ def test_every_config_validates_and_is_left_as_it_was():
 
 
 def test_the_model_is_built_on_the_meta_device_once_per_config():
-    """No storage behind its tensors; a config checked again (a suite's runs) reuses it."""
+    """No storage behind its tensors; a config checked again (a suite's runs, several configs
+    in turn) reuses it; only the last few are kept."""
     validate_config(load('mocov2_r18_digits.py'))
-    (model,) = LAST_MODEL.values()
+    model = next(reversed(BUILT_MODELS.values()))
     assert {p.device.type for p in model.parameters()} == {'meta'}
+    validate_config(load('mixco_r18_digits.py'))
     validate_config(load('mocov2_r18_digits.py'))
-    assert next(iter(LAST_MODEL.values())) is model
+    assert next(reversed(BUILT_MODELS.values())) is model
+    for width in range(1, KEPT_MODELS + 2):
+        cfg = load('mocov2_r18_digits.py')
+        cfg.model.backbone.width = width / 16 + 0.001  # none is the config's own
+        validate_config(cfg)
+    assert len(BUILT_MODELS) == KEPT_MODELS and model not in BUILT_MODELS.values()
 
 
 def test_documented_cfg_options_validate():
