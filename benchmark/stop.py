@@ -218,6 +218,10 @@ def stoppable(work: Callable[[], int], signals: Sequence[int] = STOP_SIGNALS,
     _state.__init__()
     _state.owner = os.getpid()
     multiprocessing.util.register_after_fork(_state, _forked)
+    # multiprocessing's pymp-* folder made now: the loader workers forked later use this one
+    # (a worker that made its own and was then killed would leave it behind), and it goes with
+    # this process (its exit handler, or exit_at_once)
+    multiprocessing.util.get_temp_dir()
     try:
         code = work()
     except BaseException:

@@ -172,3 +172,13 @@ def test_an_exit_at_once_leaves_no_multiprocessing_folder(tmp_path, subprocess_e
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 130, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_workers_forked_during_the_work_share_the_tools_multiprocessing_folder():
+    """A loader worker forked inside `stoppable` finds the tool's pymp-* folder and makes none of
+    its own, which it would leave behind if it were killed (exit_at_once removes the tool's)."""
+    def work() -> int:
+        with multiprocessing.get_context('fork').Pool(1) as pool:
+            theirs = pool.apply(multiprocessing.util.get_temp_dir)
+        return 0 if theirs == multiprocessing.util.get_temp_dir() else 1
+    assert stop.stoppable(work) == 0
