@@ -12,8 +12,9 @@
 # marked failed, so the table is always printed. The speed step times the paper's setting
 # (ResNet-18, 224 px, batch 128) end to end on one epoch of 10,000 generated images for the
 # device views (replayed from a CUDA graph, and plain calls) and PIL in the workers, each
-# beside its bare step, with its per-iteration breakdown and a torch.profiler table of one
-# iteration (in speed.log); and the views alone (SPEED_ARGS replaces its arguments).
+# beside its bare step and, on the GPU, the whole step replayed from one CUDA graph
+# (benchmark/engine/step_graph.py), with its per-iteration breakdown and a torch.profiler table of
+# one iteration (in speed.log); and the views alone (SPEED_ARGS replaces its arguments).
 #
 # The machine's own PyTorch is used. If it lacks mmengine, lightly, faiss-cpu or kornia, put their
 # wheels (and those of any of their dependencies it lacks) in .whl/ (ignored by git), e.g. with

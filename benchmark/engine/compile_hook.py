@@ -15,12 +15,11 @@ as names, so `custom_hooks += [...]` fails; `_base_.custom_hooks` is the base's 
 
 `tools/benchmark_speed.py`'s `-compile` configurations measure it.
 """
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
-from torch import Tensor, nn
-from torch.optim import Optimizer
+from torch import nn
 from torchvision.models import ResNet
 
 from benchmark import dist
@@ -40,21 +39,6 @@ def compile_encoders(model: nn.Module, **kwargs) -> List[str]:
                 module.compile(**kwargs)
             names.append(name)
     return names
-
-
-def whole_step(model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor]) -> Dict[str, Tensor]:
-    """One training iteration after the views, in the form a captured program replays: the
-    forwards (the momentum and queue updates in place), the losses, the backward, the optimizer
-    step, and the gradients zeroed in place (not set to None, so they keep their storage).
-
-    Returns:
-        The log variables, on the device (nothing is read back).
-    """
-    _, log_vars = model.parse_losses(model(list(inputs), mode='loss'))
-    log_vars['loss'].backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=False)
-    return log_vars
 
 
 @HOOKS.register_module()

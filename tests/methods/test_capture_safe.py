@@ -1,5 +1,5 @@
 """Every method's training step is ready to be captured and replayed as one device program:
-over several steps (`compile_hook.whole_step`) no parameter, buffer, gradient or optimizer state
+over several steps (`step_graph.whole_step`) no parameter, buffer, gradient or optimizer state
 changes its storage, nothing is read back to the host, every random draw comes from a generator
 that a checkpoint saves, and the forward with its losses traces as one graph (no break)."""
 import copy
@@ -10,7 +10,7 @@ import torch._dynamo
 from mmengine.registry import MODELS
 
 import methods  # noqa: F401  (registers the models)
-from benchmark.engine.compile_hook import whole_step
+from benchmark.engine.step_graph import whole_step
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 from benchmark.harness.speed.dispatch import DispatchCount
 

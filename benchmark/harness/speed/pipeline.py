@@ -19,6 +19,7 @@ from benchmark import dist
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.launch import pin_batches
 from benchmark.engine.prefetch_loop import use_prefetch_loop
+from benchmark.engine.step_graph import StepGraph, whole_step
 from benchmark.engine.train_views import fill_view_size
 from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
                                                summarise)
@@ -184,7 +185,24 @@ def bare_steps(runner, batch, s: Settings, device: torch.device, steps: int) -> 
                for _ in range(steps + 1)][1:]
     growth = step_peak_bytes(lambda: train_step(model, opt, inputs, dtype), device)
     return dict(seconds=seconds, own_bytes=own_bytes(model, opt, inputs),
-                peak_bytes=own_bytes(model, opt, inputs) + growth)
+                peak_bytes=own_bytes(model, opt, inputs) + growth,
+                **(graphed_steps(model, opt, inputs, dtype, device, steps)
+                   if device.type == 'cuda' else {}))
+
+
+def graphed_steps(model, opt, inputs, dtype, device: torch.device, steps: int) -> dict:
+    """Seconds of the whole step replayed from one CUDA graph (`StepGraph`), its eager form
+    (`whole_step`) timed beside it, or why the capture failed (a string: the rest still runs)."""
+    try:
+        graph = StepGraph(model, opt, inputs, dtype)
+        pairs = [(timed(lambda: whole_step(model, opt, inputs, dtype), device),
+                  timed(lambda: graph(inputs), device)) for _ in range(steps + 1)][1:]
+    except Exception as exc:  # a capture can fail on a real GPU: say why, keep the run
+        return dict(graph_error=f'{type(exc).__name__}: {str(exc).splitlines()[0][:300]}')
+    finally:
+        gc.collect()
+        torch.cuda.empty_cache()
+    return dict(whole_seconds=[e for e, _ in pairs], graph_seconds=[g for _, g in pairs])
 
 
 def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: str) -> Config:
@@ -274,9 +292,20 @@ def bench_pipeline(s: Settings, device: torch.device, data_root: str, tmp: str,
             run['epoch_peak_bytes'].append(block['epoch_peak_bytes'])
             run.update(own_bytes=block['own_bytes'], iterations=block['iterations'])
             run.setdefault('breakdowns', []).append(block['breakdown'])
+            if 'graph_seconds' in block:
+                for k in ('whole', 'graph'):
+                    run.setdefault(f'{k}_images_per_s', []).append(
+                        s.batch / statistics.median(block[f'{k}_seconds']))
+            elif 'graph_error' in block:
+                run['graph_error'] = block['graph_error']
     for m, run in runs.items():
         run.update({f'median_{k}': statistics.median(run[k]) for k in keys[:5]})
         run['breakdown'] = median_breakdown(run['breakdowns'])
+        if run.get('graph_images_per_s'):
+            run.update({f'median_{k}_images_per_s': statistics.median(run[f'{k}_images_per_s'])
+                        for k in ('whole', 'graph')})
+            run['graph_speedup'] = paired_ratio(run['graph_images_per_s'],
+                                                run['bare_images_per_s'])
         run['bound'] = bound(run['median_data_wait_fraction'], run['median_efficiency'])
         if flops:
             run['flops_per_image'] = flops[m]

@@ -92,6 +92,28 @@ def breakdown_table(result: dict) -> List[str]:
     return lines
 
 
+def graph_table(result: dict) -> List[str]:
+    """Per configuration and method on a GPU: the bare step as the Runner's optimizer wrapper
+    takes it, the whole step (`whole_step`) eager and replayed from one CUDA graph."""
+    rows = [(name, m, p) for name, c in result['pipeline'].items()
+            for m, p in c['methods'].items() if 'graph_images_per_s' in p or 'graph_error' in p]
+    if not rows:
+        return []
+    lines = ['Whole step as one CUDA graph (benchmark/engine/step_graph.py; images/s on the last '
+             'batch, loader idle; speed-up = paired median of graph / bare step):', '',
+             '| Configuration | Method | Bare step | Whole step, eager | Whole step, graph '
+             '| Speed-up |', '|---' * 6 + '|']
+    for name, m, p in rows:
+        if 'graph_error' in p and 'graph_images_per_s' not in p:
+            lines.append(f'| {name} | {METHODS[m]} | {p["median_bare_images_per_s"]:.1f} '
+                         f'| capture failed: {p["graph_error"]} | | |')
+            continue
+        lines.append(f'| {name} | {METHODS[m]} | {p["median_bare_images_per_s"]:.1f} '
+                     f'| {p["median_whole_images_per_s"]:.1f} '
+                     f'| {p["median_graph_images_per_s"]:.1f} | {p["graph_speedup"]:.2f} |')
+    return lines + ['']
+
+
 def paper_line(result: dict) -> str:
     share = result['paper_setting_peak_fraction']
     peak = NO_PEAK if share is None else (
@@ -137,6 +159,7 @@ def markdown(result: dict, s: Settings) -> str:
     if 'pipeline' in result:
         lines += pipeline_table(result) + ['']
         lines += breakdown_table(result) + ['']
+        lines += graph_table(result)
     if 'paper_setting_config' in result:
         lines += [paper_line(result), '']
     if 'loop' in result:
