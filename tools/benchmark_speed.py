@@ -40,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    '(default: what the parts need)')
     p.add_argument('--data-dir', help='keep the generated folder here and reuse it')
     p.add_argument('--configs', nargs='+', help='pipeline configurations '
-                   'VIEWS-PRECISION[-cl][-compile], e.g. gpu-bf16-cl (default: the one of '
+                   'VIEWS-PRECISION[-cl][-compile][-graph], e.g. gpu-bf16-cl (default: the one of '
                    '--views/--precision/--channels-last)')
     p.add_argument('--repeats', type=int, help=f'timed steps per method ({d.repeats})')
     p.add_argument('--warmup', type=int, help=f'untimed steps per method ({d.warmup})')

@@ -26,7 +26,9 @@
 # <device>.json / .md (commit those two to results/speed/). Scratch folders (installed wheels, the
 # kill-and-resume run, generated images) come from mktemp -d (under TMPDIR) and are removed at the
 # end. Knobs: STEPS (default "env tests kill speed"), SPEED_ARGS (replaces the speed step's
-# choice of parts and configurations) and KILL_ARGS (appended to kill_resume.py's arguments), WHEELS (default .whl), PYTHON (default python3), SITE (install the wheels
+# choice of parts and configurations), KILL_CONFIG (the kill step's config, default
+# configs/mixco_r18_tiny_fast.py) and KILL_ARGS (appended to kill_resume.py's arguments), WHEELS
+# (default .whl), PYTHON (default python3), SITE (install the wheels
 # here and keep them), DATA_DIR (keep the speed step's generated images here, reused by the next
 # invocation). Any step may fail without stopping the others; the exit code is the number of
 # failed steps (2 for bad arguments or steps, 99 if the wheels cannot be installed).
@@ -99,7 +101,8 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
         -n 4 -m "cuda or not slow" \
         tests/methods tests/data/test_gpu_views.py tests/data/test_view_graph.py \
         tests/data/test_view_prefetch.py tests/engine/test_amp_cpu.py \
-        tests/engine/test_fast_switches.py tests/evaluation/test_knn.py \
+        tests/engine/test_fast_switches.py tests/engine/test_step_graph_hook.py \
+        tests/evaluation/test_knn.py \
         tests/evaluation/test_knn_backends.py
       ;;
     kill)  # a real dist_train.sh run on NCCL: 2 epochs of 5,120 images at the paper's total
@@ -108,7 +111,7 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       kill_work=$(mktemp -d "$scratch/kill.XXXXXX")
       # shellcheck disable=SC2086
       step kill_resume "${LIMIT_KILL:-210}" "$PYTHON" tools/kill_resume.py \
-        configs/mixco_r18_tiny_fast.py --nproc 1 \
+        "${KILL_CONFIG:-configs/mixco_r18_tiny_fast.py}" --nproc 1 \
         --epochs 2 --kill-at 50 --iter-interval 20 --fake-images 5120 --timeout 120 --concurrent \
         --cfg-options train_dataloader.batch_size=128 train_dataloader.num_workers=6 \
         --work-dir "$kill_work" --out "$dest/kill_resume.json" ${KILL_ARGS:-}

@@ -10,6 +10,7 @@
 | ProgressHook (registered by tools/train.py, not a config key) | progress.py | epoch, iteration, time per epoch and ETA: a line per epoch (at most one per 30 s within one) and `progress.json` in the work dir |
 | ChannelsLastHook | channels_last.py | weights and image batches in NHWC; distributed runs wrap in ChannelsLastDistributedDataParallel (converted before DDP's buckets) |
 | CompileHook | compile_hook.py | torch.compile of each ResNet encoder in place (names, so checkpoints, unchanged) |
+| StepGraphHook | step_graph.py | the training step after the views replayed from one CUDA graph (one CUDA device, one process; eager elsewhere), captured again when the epoch, the learning rate or the batch's shapes change |
 | SafeWandbVisBackend (a vis backend) | tracking.py | wandb online when it can, offline with one warning when it cannot |
 | KNNMonitorHook | ../evaluation/knn_monitor.py | kNN accuracy on a fixed subset every n epochs (an evaluation hook) |
 | OnlineLinearProbeHook | ../evaluation/online_probe.py | linear head on detached features trained during pretraining; `online_linear/top1` every epoch, recorded as `online_linear` |

@@ -3,23 +3,32 @@
 `whole_step` is the iteration in the form a captured program replays: the forwards (the momentum
 and queue updates in place), the losses, the backward, the optimizer step, and the gradients
 zeroed in place. `StepGraph` captures it once as a CUDA graph (static input buffers, PyTorch's
-whole-network capture recipe) and replays it with one launch per iteration. CUDA only; eager
-stays the default everywhere, and `tools/benchmark_speed.py` times the graph beside the eager
-bare step on a GPU.
+whole-network capture recipe) and replays it with one launch per iteration. `StepGraphHook`
+trains with it: ``custom_hooks = _base_.custom_hooks + [dict(type='StepGraphHook')]`` in a
+config built on a ``*_fast.py`` one. CUDA only, one process; eager stays the default, and
+`tools/benchmark_speed.py` times the graph beside the eager step (``-graph`` configurations).
 
 Random draws inside the graph (mixing coefficients, permutations, shuffles) come from the
-default CUDA generator, which the graph advances on every replay; autocast runs with its weight
-cache off, as capture requires.
+default CUDA generator, which the graph advances on every replay and a checkpoint saves;
+autocast runs with its weight cache off, as capture requires.
 """
-from typing import Dict, Optional, Sequence
+import copy
+from typing import Callable, Dict, Optional, Sequence
 
 import torch
+from mmengine.hooks import Hook
+from mmengine.optim import AmpOptimWrapper
+from mmengine.registry import HOOKS
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from benchmark import dist
+from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
+
 
 def whole_step(model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
-               dtype: Optional[torch.dtype] = None) -> Dict[str, Tensor]:
+               dtype: Optional[torch.dtype] = None,
+               data_samples: Optional[Tensor] = None) -> Dict[str, Tensor]:
     """One training iteration after the views: the forward and losses (under autocast to
     `dtype`, None: float32), the backward, the optimizer step, and the gradients zeroed in place
     (not set to None, so they keep their storage).
@@ -29,7 +38,7 @@ def whole_step(model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
     """
     with torch.autocast(inputs[0].device.type, dtype=dtype, enabled=dtype is not None,
                         cache_enabled=False):
-        _, log_vars = model.parse_losses(model(list(inputs), mode='loss'))
+        _, log_vars = model.parse_losses(model(list(inputs), data_samples, mode='loss'))
     log_vars['loss'].backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=False)
@@ -40,36 +49,44 @@ class StepGraph:
     """`whole_step` captured as one CUDA graph, replayed by calling it with a batch of views.
 
     Building it runs `warmup` eager steps on `inputs` on a side stream (they create the
-    gradients and the optimizer's state, and train the model as any step does), then captures
-    one step; each call copies the views into the graph's input buffers and replays it.
+    gradients and the optimizer's state, and train the model as any step does; with 0 the
+    optimizer must have its state already), then captures one step, which runs nothing; each
+    call copies the views into the graph's input buffers and replays it.
 
     Args:
         model, optimizer: on one CUDA device, the model in training mode.
         inputs: a batch of views of the shape and layout every later batch has.
         dtype: autocast dtype of the forward (None: float32).
-        warmup: eager steps before the capture (at least 1).
+        warmup: eager steps before the capture.
+        data_samples: a tensor of per-sample data (labels) of the batch, or None.
     """
 
     def __init__(self, model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
-                 dtype: Optional[torch.dtype] = None, warmup: int = 3):
+                 dtype: Optional[torch.dtype] = None, warmup: int = 3,
+                 data_samples: Optional[Tensor] = None):
         if not all(x.is_cuda for x in inputs):
             raise ValueError('StepGraph: the views must be CUDA tensors (a CUDA graph); '
                              'run the eager step elsewhere')
-        if warmup < 1:
-            raise ValueError(f'StepGraph: warmup must be >= 1, got {warmup}')
+        if warmup < 0:
+            raise ValueError(f'StepGraph: warmup must be >= 0, got {warmup}')
         self.model, self.optimizer, self.dtype = model, optimizer, dtype
         self.inputs = [x.detach().clone(memory_format=_layout(x)) for x in inputs]
+        self.samples = None if data_samples is None else data_samples.detach().clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(warmup):
-                whole_step(model, optimizer, self.inputs, dtype)
+                whole_step(model, optimizer, self.inputs, dtype, self.samples)
         torch.cuda.current_stream().wait_stream(side)
+        for p in model.parameters():  # a gradient of None would be the graph's own tensor
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode='thread_local'):
-            self.log_vars = whole_step(model, optimizer, self.inputs, dtype)
+            self.log_vars = whole_step(model, optimizer, self.inputs, dtype, self.samples)
 
-    def __call__(self, inputs: Sequence[Tensor]) -> Dict[str, Tensor]:
+    def __call__(self, inputs: Sequence[Tensor],
+                 data_samples: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """One training step on `inputs`; the log variables (the graph's own buffers: the next
         call overwrites them)."""
         if len(inputs) != len(self.inputs):
@@ -77,8 +94,141 @@ class StepGraph:
                              f'with {len(self.inputs)}')
         for static, x in zip(self.inputs, inputs):
             static.copy_(x, non_blocking=True)
+        if self.samples is not None:
+            self.samples.copy_(data_samples, non_blocking=True)
         self.graph.replay()
         return self.log_vars
+
+
+class GraphedTrainStep:
+    """`model.train_step` with the step after the views replayed from a `StepGraph`.
+
+    The views are drawn as the eager step draws them. A step runs eagerly (`whole_step`) while
+    the optimizer has no state yet (the run's first step: SGD's first step differs from every
+    later one). The graph is captured again whenever what it baked in changes: the epoch (a
+    per-epoch schedule, MoCHi's warm-up), any number of the optimizer's groups (learning rate,
+    momentum, weight decay), the optimizer, or the batch's shapes (a smaller last batch).
+    Before a process's first capture, one throwaway step on copies of the model and optimizer
+    (random state saved and restored) does the lazy initialisations capture forbids. The log
+    variables are copied out of the graph's buffers, so hooks that keep them see each step's
+    own values. A copy of the model (`copy.deepcopy`) gets a step of its own, with no graph.
+    """
+
+    def __init__(self, model: nn.Module, epoch: Callable[[], int]) -> None:
+        self.model, self.epoch = model, epoch
+        self.graph: Optional[StepGraph] = None
+        self.key = None
+        self.warm = False
+        self.captures = 0
+
+    def __deepcopy__(self, memo) -> 'GraphedTrainStep':
+        return GraphedTrainStep(copy.deepcopy(self.model, memo), self.epoch)
+
+    def __call__(self, data, optim_wrapper) -> Dict[str, Tensor]:
+        with optim_wrapper.optim_context(self.model):
+            data = self.model.data_preprocessor(data, True)
+        inputs, samples = list(data['inputs']), data.get('data_samples')
+        samples = samples if torch.is_tensor(samples) else None
+        optimizer, dtype = optim_wrapper.optimizer, autocast_dtype(optim_wrapper)
+        if not optimizer.state:
+            return whole_step(self.model, optimizer, inputs, dtype, samples)
+        key = (self.epoch(), id(optimizer), dtype, _signature(inputs, samples),
+               _numbers(optimizer))
+        if self.graph is None or key != self.key:
+            self.graph = None  # its memory goes back before the next capture
+            if not self.warm:
+                self._warm_up(optimizer, inputs, dtype, samples)
+            self.graph = StepGraph(self.model, optimizer, inputs, dtype, warmup=0,
+                                   data_samples=samples)
+            self.key, self.captures = key, self.captures + 1
+        return {k: v.clone() for k, v in self.graph(inputs, samples).items()}
+
+    def _warm_up(self, optimizer: Optimizer, inputs, dtype, samples) -> None:
+        rng = capture_rng_state()
+        model, optimizer = copy.deepcopy((self.model, optimizer))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            whole_step(model, optimizer, inputs, dtype, samples)
+        torch.cuda.current_stream().wait_stream(side)
+        del model, optimizer
+        restore_rng_state(rng)
+        self.warm = True
+
+
+def autocast_dtype(optim_wrapper) -> Optional[torch.dtype]:
+    """The autocast dtype of an mmengine optimizer wrapper's steps (None: float32)."""
+    if isinstance(optim_wrapper, AmpOptimWrapper):
+        return optim_wrapper.cast_dtype or torch.float16
+    return None
+
+
+@HOOKS.register_module()
+class StepGraphHook(Hook):
+    """Train with the step after the views replayed from one CUDA graph (`GraphedTrainStep`).
+
+    On a CUDA device in one process; elsewhere (a CPU, several processes) the step stays eager
+    and the hook says so once. It refuses, before training starts, what a captured step cannot
+    do: gradient accumulation or clipping, a loss scaler (float16), an optimizer other than
+    SGD, and hooks that read the step's intermediate tensors (the online linear probe).
+    """
+
+    priority = 'LOW'  # before_train: after ChannelsLastHook converted the weights
+
+    def __init__(self) -> None:
+        self.step: Optional[GraphedTrainStep] = None  # the graphed step, while on CUDA
+
+    def before_train(self, runner) -> None:
+        refuse_step_graph(runner.cfg, runner.optim_wrapper,
+                          [type(h).__name__ for h in runner.hooks])
+        model = runner.model
+        device = next(model.parameters()).device
+        if model is not dist.unwrap(model) or device.type != 'cuda':
+            where = 'several processes' if model is not dist.unwrap(model) else device.type
+            runner.logger.warning(f'StepGraphHook: the training step stays eager ({where}); '
+                                  'the step graph runs on one CUDA device in one process')
+            return
+        self.step = model.train_step = GraphedTrainStep(model, lambda: runner.epoch)
+        runner.logger.info('StepGraphHook: the training step replays one CUDA graph')
+
+    def after_train(self, runner) -> None:
+        runner.model.__dict__.pop('train_step', None)  # the class's eager step again
+        if self.step is not None:
+            self.step.graph = None  # the graph's memory goes back
+
+
+def refuse_step_graph(cfg, optim_wrapper, hooks: Sequence[str]) -> None:
+    """A one-line ValueError for a run whose step a CUDA graph cannot replay."""
+    spec = cfg.get('optim_wrapper') or {}
+    if spec.get('accumulative_counts', 1) != 1:
+        raise ValueError('StepGraphHook: optim_wrapper.accumulative_counts must be 1 (a graph '
+                         'replays whole steps); drop the hook or the accumulation')
+    if spec.get('clip_grad'):
+        raise ValueError('StepGraphHook: optim_wrapper.clip_grad is not captured; drop the '
+                         'hook or the clipping')
+    scaler = getattr(optim_wrapper, 'loss_scaler', None)
+    if scaler is not None and scaler.is_enabled():
+        raise ValueError('StepGraphHook: a loss scaler reads the device every step; use '
+                         "dtype='bfloat16' with loss_scale=dict(enabled=False)")
+    if type(optim_wrapper.optimizer) is not torch.optim.SGD:
+        raise ValueError(f'StepGraphHook: the optimizer is '
+                         f'{type(optim_wrapper.optimizer).__name__}; the step graph replays SGD')
+    if 'OnlineLinearProbeHook' in hooks:
+        raise ValueError('StepGraphHook: OnlineLinearProbeHook reads the features inside the '
+                         'step, which a replay does not run; drop one of the two hooks')
+
+
+def _signature(inputs: Sequence[Tensor], samples: Optional[Tensor]) -> tuple:
+    """Shapes, strides and dtypes of a batch: a graph replays only its own."""
+    return tuple((tuple(x.shape), x.stride(), x.dtype)
+                 for x in [*inputs, *([] if samples is None else [samples])])
+
+
+def _numbers(optimizer: Optimizer) -> tuple:
+    """Every number of every parameter group (lr, momentum, ...): a graph bakes them in."""
+    return tuple(tuple(sorted((k, v) for k, v in group.items()
+                              if isinstance(v, (bool, int, float))))
+                 for group in optimizer.param_groups)
 
 
 def _layout(x: Tensor) -> torch.memory_format:

@@ -27,7 +27,7 @@ def views_path(cfg) -> str:
 
 def place_views(cfg, cuda: bool) -> str:
     """Apply and remove ``train_views = dict(on='auto', raw_size=None, compile=False,
-    graph=False, prefetch=False)``, check the pair (`check_pairing`) and fill the views' size
+    graph='auto', prefetch='auto')``, check the pair (`check_pairing`) and fill the views' size
     (`fill_view_size`); the views path the run takes.
 
     'device' (``'auto'`` where `cuda`) moves the dataset's view preset to a GPUViewPreprocessor
@@ -47,7 +47,7 @@ def place_views(cfg, cuda: bool) -> str:
                                                                      raw_size=raw_size)
             cfg['model']['data_preprocessor'] = dict(
                 type='GPUViewPreprocessor', view=view, compile=spec.get('compile', False),
-                graph=spec.get('graph', False), prefetch=spec.get('prefetch', False))
+                graph=spec.get('graph', 'auto'), prefetch=spec.get('prefetch', 'auto'))
     check_pairing(cfg)
     fill_view_size(cfg)
     return views_path(cfg)

@@ -18,8 +18,8 @@ def batch(n=8, size=16, first_seed=0, pin=False):
 
 def test_a_prepared_batch_is_the_plain_call_and_passes_through_forward():
     pre = GPUViewPreprocessor(view='mocov2', input_size=24)
-    assert not pre.prefetches()  # off by default (not yet measured on a GPU)
-    assert not GPUViewPreprocessor(view='mocov2', input_size=24, prefetch='auto').prefetches()
+    assert not pre.prefetches()  # 'auto' by default: on CUDA only
+    assert pre.prefetch == 'auto' and pre.graph == 'auto'
     prepared = pre.prepare(batch())
     assert is_ready(prepared) and prepared[READY] is None and not is_ready(batch())
     out, plain = pre(prepared, training=True), pre(batch(), training=True)

@@ -120,9 +120,9 @@ TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views, engine/train_vie
      "train_views.on={spec[on]!r}: not one of auto, device, loader"),
     (lambda f: not isinstance(f.spec.get('compile', False), bool),
      'train_views.compile must be True or False, got {spec[compile]!r}'),
-    (lambda f: not is_switch(f.spec.get('graph', False)),
+    (lambda f: not is_switch(f.spec.get('graph', 'auto')),
      "train_views.graph must be 'auto', True or False, got {spec[graph]!r}"),
-    (lambda f: not is_switch(f.spec.get('prefetch', False)),
+    (lambda f: not is_switch(f.spec.get('prefetch', 'auto')),
      "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
 ]
 PAIRING: Rows = [  # facts of train_views.check_pairing: device views and their raw_uint8

@@ -32,9 +32,8 @@ PIPELINE_METHODS = ('mocov2', 'mixco')
 # Config overrides (--cfg-options form, merged into the pipeline's config) of each view variant.
 VIEWS_OPTIONS: Dict[str, dict] = {
     'pil': {},  # PIL views in the loader workers (the paper configs)
-    # views on the device, as configs/*_tiny_fast.py draw them, with the two levers those
-    # configs leave off until a GPU run has shown them faster: on CUDA the views of each full
-    # batch replay a CUDA graph, drawn one batch ahead on a side stream while the step runs
+    # views on the device, as the configs draw them on CUDA by default: the views of each
+    # full batch replay a CUDA graph, drawn one batch ahead on a side stream while the step runs
     'gpu': {'train_dataloader.dataset.view': 'raw_uint8',
             'model.data_preprocessor': dict(type='GPUViewPreprocessor', view='mocov2',
                                             graph='auto', prefetch='auto')},
@@ -57,21 +56,25 @@ LEFT_OUT = ('KNNMonitorHook', 'PreemptionHook')
 
 def config_name(s: Settings) -> str:
     """'pil-fp32', 'gpu-bf16-cl', 'gpu-bf16-cl-compile', ...: views, precision, '-cl' for
-    channels_last, '-compile' for torch.compile."""
+    channels_last, '-compile' for torch.compile, '-graph' for the step graph (StepGraphHook)."""
     return (f'{s.views}-{s.precision}{"-cl" if s.channels_last else ""}'
-            f'{"-compile" if s.compile else ""}')
+            f'{"-compile" if s.compile else ""}{"-graph" if s.step_graph else ""}')
 
 
 def config_settings(s: Settings, name: str) -> Settings:
-    """The settings with the views, precision, layout and compilation a configuration name spells."""
+    """The settings with the views, precision, layout, compilation and step graph a
+    configuration name spells."""
     parts = name.split('-')
     flags = parts[2:]
+    order = ['cl', 'compile', 'graph']
     if (len(parts) < 2 or parts[0] not in VIEWS_OPTIONS or parts[1] not in PRECISIONS
-            or flags not in ([], ['cl'], ['compile'], ['cl', 'compile'])):
-        raise ValueError(f'pipeline configuration {name!r}: want VIEWS-PRECISION[-cl][-compile] '
-                         f'with VIEWS in {sorted(VIEWS_OPTIONS)}, PRECISION in {sorted(PRECISIONS)}')
+            or len(set(flags)) != len(flags) or not set(flags) <= set(order)
+            or flags != sorted(flags, key=order.index)):
+        raise ValueError(f'pipeline configuration {name!r}: want '
+                         f'VIEWS-PRECISION[-cl][-compile][-graph] with VIEWS in '
+                         f'{sorted(VIEWS_OPTIONS)}, PRECISION in {sorted(PRECISIONS)}')
     return replace(s, views=parts[0], precision=parts[1], channels_last='cl' in flags,
-                   compile='compile' in flags)
+                   compile='compile' in flags, step_graph='graph' in flags)
 
 
 def bound(wait: float, efficiency: float) -> str:
@@ -233,6 +236,8 @@ def pipeline_cfg(method: str, s: Settings, data_root: str, work_dir: str, name: 
         use_channels_last_wrapper(cfg)  # as tools/train.py (one process: no DDP to wrap)
     if s.compile:  # the encoders (benchmark/engine/compile_hook.py); compiled in the warm-up
         cfg.custom_hooks.append(dict(type='CompileHook'))
+    if s.step_graph:  # the step after the views replayed from one CUDA graph (eager on a CPU)
+        cfg.custom_hooks.append(dict(type='StepGraphHook'))
     cfg.merge_from_dict(VIEWS_OPTIONS[s.views])
     cfg.pop('train_views', None)  # the configuration chooses the views
     pin_batches(cfg, torch.cuda.is_available())  # as tools/train.py

@@ -114,6 +114,7 @@ class Settings:
     # or 'gpu' / 'gpue' (no CUDA graph) / 'gpuc' (compiled): the config gets VIEWS_OPTIONS[views]
     views: str = 'pil'
     compile: bool = False  # torch.compile of the encoders (CompileHook)
+    step_graph: bool = False  # the step after the views as one CUDA graph (StepGraphHook)
     configs: Sequence[str] = field(default_factory=tuple)  # pipeline grid; () = the one above
     paper: bool = False  # the paper's setting: the headline paper_setting_* keys
     views_native: int = 64  # side of the decoded images of the views part

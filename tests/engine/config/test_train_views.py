@@ -27,8 +27,8 @@ def test_auto_draws_the_views_on_a_gpu_and_with_pil_on_a_cpu(name, raw):
     assert gpu.train_dataloader.dataset.view == raw
     pre = gpu.model.data_preprocessor
     assert (pre.type, pre.view, pre.input_size, pre.compile, pre.graph, pre.prefetch) == (
-        'GPUViewPreprocessor', view, gpu.train_dataloader.dataset.input_size, False, False,
-        False)  # the CUDA graph and draw-ahead: options until a GPU run has measured them
+        'GPUViewPreprocessor', view, gpu.train_dataloader.dataset.input_size, False, 'auto',
+        'auto')  # the CUDA graph and draw-ahead: on by default on CUDA (measured on an H200)
 
 
 def test_on_loader_and_on_device_hold_anywhere_and_a_named_preprocessor_stays():

@@ -23,8 +23,11 @@ def test_configuration_names_round_trip():
     s = config_settings(Settings(), 'pil-fp32-compile')
     assert (s.views, s.precision, s.channels_last, s.compile) == ('pil', 'fp32', False, True)
     assert PAPER_GRID[-1] == 'gpu-bf16-cl-compile'
+    s = config_settings(Settings(), 'gpu-bf16-cl-graph')
+    assert (s.channels_last, s.compile, s.step_graph) == (True, False, True)
+    assert config_name(s) == 'gpu-bf16-cl-graph'
     for bad in ('gpu', 'tpu-fp32', 'pil-fp16', 'pil-fp32-nhwc', 'gpu-bf16-compile-cl',
-                'gpu-bf16-cl-cl'):
+                'gpu-bf16-cl-cl', 'gpu-bf16-graph-cl'):
         with pytest.raises(ValueError, match='VIEWS-PRECISION'):
             config_settings(Settings(), bad)
 

@@ -1,0 +1,138 @@
+"""StepGraphHook: the training step after the views replayed from one CUDA graph. On a CPU the
+hook leaves the run as it is; what a graph cannot replay is refused before training; the
+step's eager form is mmengine's step; on a GPU (marker `cuda`) a graphed run trains, is
+deterministic, and gives the eager run's losses where the step draws nothing at random."""
+import copy
+import warnings
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.optim import OptimWrapper
+from mmengine.registry import MODELS
+from mmengine.runner import Runner
+
+import benchmark.components  # noqa: F401  registers the hooks, Digits and the models
+from benchmark.engine.launch import load_config
+from benchmark.engine.step_graph import GraphedTrainStep, refuse_step_graph
+from tests.conftest import ROOT
+
+ITERATIONS = 6
+
+
+def _cfg(tmp_path, method: str, graph: bool, **model) -> Config:
+    cfg = load_config(str(ROOT / f'configs/{method}_r18_digits.py'))
+    cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
+                         'train_dataloader.persistent_workers': False,
+                         'train_dataloader.num_batch_per_epoch': ITERATIONS // 2,
+                         'train_cfg.max_epochs': 2, 'default_hooks.logger.interval': 1,
+                         'default_hooks.checkpoint': None})
+    if 'queue_size' in cfg.model:
+        cfg.model.queue_size = 32
+    cfg.model.update(model)
+    cfg.custom_hooks = [dict(type='RunInfoHook'), dict(type='NaNGuardHook')]
+    if graph:
+        cfg.custom_hooks.append(dict(type='StepGraphHook'))
+    cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
+    name = f'{method}-{"graph" if graph else "eager"}'
+    cfg.work_dir, cfg.log_level = str(tmp_path / name), 'WARNING'
+    cfg.experiment_name = f'step-graph-{name}-{tmp_path.name}'
+    return cfg
+
+
+def _train(cfg) -> tuple:
+    """(losses per iteration, final state dict, the runner) of a run of `cfg`."""
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    losses = runner.message_hub.log_scalars['train/loss'].data[0]
+    state = {k: v.detach().cpu().clone() for k, v in runner.model.state_dict().items()}
+    return losses, state, runner
+
+
+def test_on_a_cpu_the_hook_leaves_the_run_as_it_is(tmp_path):
+    """The same digits run with and without the hook: equal losses and weights, bit for bit,
+    and the model keeps its class's step."""
+    ours, our_state, runner = _train(_cfg(tmp_path, 'mixco', graph=True))
+    theirs, their_state, _ = _train(_cfg(tmp_path, 'mixco', graph=False))
+    assert len(ours) == ITERATIONS and (ours == theirs).all()
+    assert all(torch.equal(v, their_state[k]) for k, v in our_state.items())
+    assert 'train_step' not in runner.model.__dict__
+    assert next(h for h in runner.hooks if type(h).__name__ == 'StepGraphHook').step is None
+
+
+def _wrapper(optimizer_type=torch.optim.SGD):
+    model = torch.nn.Linear(2, 2)
+    return OptimWrapper(optimizer_type(model.parameters(), lr=0.1))
+
+
+@pytest.mark.parametrize('spec, optimizer, hooks, message', [
+    (dict(accumulative_counts=2), torch.optim.SGD, [], 'accumulative_counts must be 1'),
+    (dict(clip_grad=dict(max_norm=1.0)), torch.optim.SGD, [], 'clip_grad is not captured'),
+    ({}, torch.optim.AdamW, [], 'the optimizer is AdamW'),
+    ({}, torch.optim.SGD, ['OnlineLinearProbeHook'], 'OnlineLinearProbeHook reads'),
+])
+def test_what_a_graph_cannot_replay_is_refused_in_one_line(spec, optimizer, hooks, message):
+    cfg = Config(dict(optim_wrapper=dict(type='OptimWrapper', **spec)))
+    with pytest.raises(ValueError, match=message) as err:
+        refuse_step_graph(cfg, _wrapper(optimizer), ['RunInfoHook', *hooks])
+    assert '\n' not in str(err.value) and str(err.value).startswith('StepGraphHook: ')
+    refuse_step_graph(Config(dict(optim_wrapper=dict(type='OptimWrapper'))), _wrapper(),
+                      ['RunInfoHook'])  # the suite's own setting passes
+
+
+def test_the_first_step_is_mmengines_step_and_a_copy_gets_its_own(tiny_backbones):
+    """While the optimizer has no state the step runs eagerly: the same loss and weights as
+    mmengine's `train_step`, bit for bit. A deep copy of the model gets a step bound to the
+    copy, with no graph."""
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type='MixCoMoCo', feature_dim=16, queue_size=32)).train()
+    twin = copy.deepcopy(model)
+    data = dict(inputs=[torch.randn(8, 3, 16, 16), torch.randn(8, 3, 16, 16)])
+    ours = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    theirs = OptimWrapper(torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9))
+    model.train_step = GraphedTrainStep(model, lambda: 0)
+    rng = torch.get_rng_state()
+    logs = model.train_step(copy.deepcopy(data), ours)
+    torch.set_rng_state(rng)
+    their_logs = twin.train_step(copy.deepcopy(data), theirs)
+    assert torch.equal(logs['loss'], their_logs['loss'])
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 twin.state_dict().values()))
+    copied = copy.deepcopy(model)
+    assert copied.train_step.model is copied and copied.train_step.graph is None
+
+
+@pytest.mark.cuda
+def test_a_graphed_run_trains_deterministically_and_as_the_eager_run(tmp_path):
+    """On a GPU (fp32, TF32 off): a graphed MoCo-v2 digits run with the views on the device
+    captures once per epoch and two graphed runs are equal bit for bit (shuffle-BN's
+    permutations drawn inside the graph). Without shuffle-BN the step draws nothing at random,
+    and the eager run has the graphed run's losses and weights (relative 1e-3: kernels may
+    differ between capture and eager). MixCo's largest difference from eager (its lambdas come
+    from the graph's generator offsets) is reported as a warning."""
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        first, first_state, runner = _train(_cfg(tmp_path / 'a', 'mocov2', graph=True))
+        hook = next(h for h in runner.hooks if type(h).__name__ == 'StepGraphHook')
+        assert hook.step.captures == 2  # one per epoch after the first (eager) step
+        assert 'train_step' not in runner.model.__dict__  # the class's step after training
+        second, second_state, _ = _train(_cfg(tmp_path / 'b', 'mocov2', graph=True))
+        assert (first == second).all()
+        assert all(torch.equal(v, second_state[k]) for k, v in first_state.items())
+        plain, plain_state, _ = _train(_cfg(tmp_path / 'c', 'mocov2', graph=True,
+                                            shuffle_bn='off'))
+        eager, eager_state, _ = _train(_cfg(tmp_path / 'f', 'mocov2', graph=False,
+                                            shuffle_bn='off'))
+        assert torch.allclose(torch.as_tensor(plain), torch.as_tensor(eager), rtol=1e-3)
+        for name, value in plain_state.items():
+            if value.is_floating_point():
+                diff = (value - eager_state[name]).norm()
+                assert diff <= 1e-3 * eager_state[name].norm() + 1e-6, name
+        mixco, _, _ = _train(_cfg(tmp_path / 'd', 'mixco', graph=True))
+        mixco_eager, _, _ = _train(_cfg(tmp_path / 'e', 'mixco', graph=False))
+        gap = abs(torch.as_tensor(mixco) - torch.as_tensor(mixco_eager)).max().item()
+        warnings.warn(f'MixCo digits, graphed vs eager: largest loss difference {gap:.3g} '
+                      f'over {ITERATIONS} iterations')
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
