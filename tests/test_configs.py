@@ -21,9 +21,10 @@ from tests.conftest import CONFIG_DATA, ROOT
 
 CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*.py'))
 # What follows the method: _r<depth>_<data>, then _<epochs>e (a longer schedule than the paper's
-# default for that backbone, Table 6) or _fast (speed switches on).
-REST = re.compile(r'_r(18|34|50)_([a-z0-9-]+)(_\d+e|_fast)?\.py')
-CONVENTION = '<method>_r<depth>_<data>[_<epochs>e|_fast].py'
+# default for that backbone, Table 6), _fast (speed switches on) or _graph (those and the step
+# replayed from one CUDA graph).
+REST = re.compile(r'_r(18|34|50)_([a-z0-9-]+)(_\d+e|_fast|_graph)?\.py')
+CONVENTION = '<method>_r<depth>_<data>[_<epochs>e|_fast|_graph].py'
 PAPER = sorted(p for p in CONFIGS if p.name.endswith('_tiny.py'))
 # The paper's Table 1 methods: supervised and each base method of its CSV with and without MixCo.
 PAPER_METHODS = ('supervised', *PAPER_MIXCO, *PAPER_MIXCO.values())

@@ -83,7 +83,10 @@ class StepGraph:
                 p.grad = torch.zeros_like(p)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode='thread_local'):
-            self.log_vars = whole_step(model, optimizer, self.inputs, dtype, self.samples)
+            logs = whole_step(model, optimizer, self.inputs, dtype, self.samples)
+        # detached: the captured autograd graph is not kept alive (nor its gradient nodes,
+        # bound to the capture's stream, which a later capture would have to wait for)
+        self.log_vars = {k: v.detach() for k, v in logs.items()}
 
     def __call__(self, inputs: Sequence[Tensor],
                  data_samples: Optional[Tensor] = None) -> Dict[str, Tensor]:
@@ -125,13 +128,14 @@ class GraphedTrainStep:
         return GraphedTrainStep(copy.deepcopy(self.model, memo), self.epoch)
 
     def __call__(self, data, optim_wrapper) -> Dict[str, Tensor]:
+        optimizer, dtype = optim_wrapper.optimizer, autocast_dtype(optim_wrapper)
+        if not optimizer.state:  # mmengine's step, its autograd graph not kept by the logs
+            logs = type(self.model).train_step(self.model, data, optim_wrapper)
+            return {k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()}
         with optim_wrapper.optim_context(self.model):
             data = self.model.data_preprocessor(data, True)
         inputs, samples = list(data['inputs']), data.get('data_samples')
         samples = samples if torch.is_tensor(samples) else None
-        optimizer, dtype = optim_wrapper.optimizer, autocast_dtype(optim_wrapper)
-        if not optimizer.state:
-            return whole_step(self.model, optimizer, inputs, dtype, samples)
         key = (self.epoch(), id(optimizer), dtype, _signature(inputs, samples),
                _numbers(optimizer))
         if self.graph is None or key != self.key:
@@ -141,16 +145,19 @@ class GraphedTrainStep:
             self.graph = StepGraph(self.model, optimizer, inputs, dtype, warmup=0,
                                    data_samples=samples)
             self.key, self.captures = key, self.captures + 1
-        return {k: v.clone() for k, v in self.graph(inputs, samples).items()}
+        return {k: v.clone() for k, v in self.graph(inputs, samples).items()}  # detached
 
     def _warm_up(self, optimizer: Optimizer, inputs, dtype, samples) -> None:
         rng = capture_rng_state()
         model, optimizer = copy.deepcopy((self.model, optimizer))
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        if inputs[0].is_cuda:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                whole_step(model, optimizer, inputs, dtype, samples)
+            torch.cuda.current_stream().wait_stream(side)
+        else:
             whole_step(model, optimizer, inputs, dtype, samples)
-        torch.cuda.current_stream().wait_stream(side)
         del model, optimizer
         restore_rng_state(rng)
         self.warm = True
