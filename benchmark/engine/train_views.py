@@ -1,9 +1,44 @@
 """Where the training views are drawn: a config's ``train_views`` applied, the preprocessor's
 input size completed from the dataset's and the pair checked (`place_views`; the size alone:
 `fill_view_size`)."""
-from benchmark.data.gpu_views import GPUViewPreprocessor
+from benchmark.data.gpu_views import GPUViewPreprocessor, is_switch
 from benchmark.data.raw_view import RAW_VIEW
-from benchmark.engine.config.rules import PAIRING, TRAIN_VIEWS, refuse
+from benchmark.engine.config.rules import Rows, refuse
+
+TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views)
+    (lambda f: not isinstance(f.spec, dict),
+     "train_views must be a dict like dict(on='auto'), got {spec!r}"),
+    (lambda f: sorted(set(f.spec) - {'on', 'raw_size', 'compile', 'graph', 'prefetch'}),
+     "train_views: unknown key {it[0]!r}; valid: on, raw_size, compile, graph, prefetch"),
+    (lambda f: f.spec.get('on', 'auto') not in ('auto', 'device', 'loader'),
+     "train_views.on={spec[on]!r}: not one of auto, device, loader"),
+    (lambda f: not isinstance(f.spec.get('compile', False), bool),
+     'train_views.compile must be True or False, got {spec[compile]!r}'),
+    (lambda f: not is_switch(f.spec.get('graph', 'auto')),
+     "train_views.graph must be 'auto', True or False, got {spec[graph]!r}"),
+    (lambda f: not is_switch(f.spec.get('prefetch', 'auto')),
+     "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
+]
+PAIRING: Rows = [  # facts of `check_pairing`: device views and their raw_uint8
+    # dataset (a bad view preset is the preprocessor's to refuse)
+    (lambda f: f.pre is not None and not f.raw,
+     'model.data_preprocessor.type=GPUViewPreprocessor draws the views on the device, but '
+     'train_dataloader.dataset.view is {view!r}; set train_dataloader.dataset.view=raw_uint8 '
+     'and the preset in model.data_preprocessor.view'),
+    (lambda f: f.raw and f.pre is None,
+     'train_dataloader.dataset.view=raw_uint8 hands undecoded uint8 images to the model, which '
+     'only GPUViewPreprocessor turns into views (model.data_preprocessor.type is {kind}); set '
+     "model.data_preprocessor=dict(type='GPUViewPreprocessor', view=...) or give the dataset a "
+     'PIL view preset'),
+    (lambda f: f.pre is not None and f.size is None and (
+        isinstance(f.data_size, bool) or not isinstance(f.data_size, int) or f.data_size < 1),
+     'train_dataloader.dataset.input_size must be a positive integer (the views '
+     'model.data_preprocessor draws take its size), got {data_size!r}'),
+    (lambda f: f.pre is not None and f.size is not None and f.size != f.data_size,
+     'model.data_preprocessor.input_size={size} differs from train_dataloader.dataset.input_size='
+     '{data_size} (the size evaluation uses); leave model.data_preprocessor.input_size out to '
+     'follow it'),
+]
 
 
 def device_views(cfg) -> dict:

@@ -142,29 +142,24 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
               epoch_length=1)
 
 
-def check_hook(hook: Any, path: str) -> None:
-    require_dict(hook, path)
-    try:
-        get_priority(hook.get('priority', 'NORMAL'))
-    except KeyError:
-        raise ConfigError(f"{path}.priority: unknown priority {hook['priority']!r}"
-                          f"{did_you_mean(hook['priority'], Priority.__members__)}; valid: "
-                          f"{', '.join(Priority.__members__)} or 0-100") from None
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{path}.priority={hook['priority']!r}: {err}") from None
-    build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
-
-
 def check_hooks(defaults: dict, custom: list) -> None:
     """A default hook by a name of the Runner's (or with a type), then the custom ones."""
     for name, hook in defaults.items():
         if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
             raise ConfigError(f"unknown key 'default_hooks.{name}'"
                               f'{did_you_mean(name, DEFAULT_HOOK_NAMES, "default_hooks")}')
-        if hook is not None:
-            check_hook(hook, f'default_hooks.{name}')
-    for hook, path in items(custom, 'custom_hooks'):
-        check_hook(hook, path)
+    for hook, path in [(h, f'default_hooks.{n}') for n, h in defaults.items() if h is not None] \
+            + items(custom, 'custom_hooks'):
+        require_dict(hook, path)
+        try:
+            get_priority(hook.get('priority', 'NORMAL'))
+        except KeyError:
+            raise ConfigError(f"{path}.priority: unknown priority {hook['priority']!r}"
+                              f"{did_you_mean(hook['priority'], Priority.__members__)}; valid: "
+                              f"{', '.join(Priority.__members__)} or 0-100") from None
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{path}.priority={hook['priority']!r}: {err}") from None
+        build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
 
 
 def check_loader(loader: Any, path: str, cfg: dict) -> None:

@@ -1,7 +1,8 @@
 """What no constructor refuses, as tables: a row per rule and the one line it says. `VALUES`: a
-key pattern ('*' for any keys between) and the rule its value must pass. `TRAIN_VIEWS`, `PAIRING`,
-`METHOD`, `BATCH`: (a test of the facts the table reads, the line said where it returns something
-true, formatted with the facts and ``it``, what it returned)."""
+key pattern ('*' for any keys between) and the rule its value must pass. `METHOD`, `BATCH` (and
+the views' `TRAIN_VIEWS`, `PAIRING` in engine/train_views.py): (a test of the facts the table
+reads, the line said where it returns something true, formatted with the facts and ``it``, what
+it returned)."""
 import fnmatch
 import math
 import re
@@ -12,7 +13,6 @@ from typing import Any, Callable, List, Tuple
 from mmengine.registry import MODELS
 
 from benchmark.cli import did_you_mean
-from benchmark.data.gpu_views import is_switch
 from benchmark.engine.compile_hook import COMPILE_MODES
 from benchmark.engine.config.keywords import ConfigError, accepted, nodes
 from benchmark.names import EVALUATION_MODELS, METHOD_NAMES
@@ -25,17 +25,17 @@ Rows = List[Tuple[Callable[[SimpleNamespace], Any], str]]
 def number(shown: str, whole: bool = False, none: bool = False) -> Rule:
     """A number (an integer where `whole`; None too where `none`) as `shown` says: '>= 1', '> 0'
     or an interval, 'in [0, 1)'."""
-    bound = [float(b) for b in re.findall(r'[\d.]+', shown)] + [math.inf]
-    closed = (not shown.startswith(('>', 'in (')) or '=' in shown, shown.endswith(']'))
+    low, high = ([float(b) for b in re.findall(r'[\d.]+', shown)] + [math.inf])[:2]
+    low_in, high_in = not shown.startswith(('>', 'in (')) or '=' in shown, shown.endswith(']')
 
     def rule(value: Any, path: str) -> None:
-        if value is None and none:
-            return
         if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+            if value is None and none:
+                return
             raise ConfigError(f"{path} must be {'an integer' if whole else 'a number'}, "
                               f'got {value!r}')
-        if not (bound[0] < value or (closed[0] and value == bound[0])) or not (
-                value < bound[1] or (closed[1] and value == bound[1])):
+        if value < low or value > high or (value, low_in) == (low, False) or (
+                value, high_in) == (high, False):
             raise ConfigError(f'{path} must be {shown}, got {value}')
     return rule
 
@@ -111,40 +111,6 @@ VALUES = {
     'compile.mode': choice(None, *COMPILE_MODES), 'sync_bn': choice(None, 'torch', 'mmcv'),
 }
 
-TRAIN_VIEWS: Rows = [  # facts: spec (the config's train_views, engine/train_views.py)
-    (lambda f: not isinstance(f.spec, dict),
-     "train_views must be a dict like dict(on='auto'), got {spec!r}"),
-    (lambda f: sorted(set(f.spec) - {'on', 'raw_size', 'compile', 'graph', 'prefetch'}),
-     "train_views: unknown key {it[0]!r}; valid: on, raw_size, compile, graph, prefetch"),
-    (lambda f: f.spec.get('on', 'auto') not in ('auto', 'device', 'loader'),
-     "train_views.on={spec[on]!r}: not one of auto, device, loader"),
-    (lambda f: not isinstance(f.spec.get('compile', False), bool),
-     'train_views.compile must be True or False, got {spec[compile]!r}'),
-    (lambda f: not is_switch(f.spec.get('graph', 'auto')),
-     "train_views.graph must be 'auto', True or False, got {spec[graph]!r}"),
-    (lambda f: not is_switch(f.spec.get('prefetch', 'auto')),
-     "train_views.prefetch must be 'auto', True or False, got {spec[prefetch]!r}"),
-]
-PAIRING: Rows = [  # facts of train_views.check_pairing: device views and their raw_uint8
-    # dataset (a bad view preset is the preprocessor's to refuse)
-    (lambda f: f.pre is not None and not f.raw,
-     'model.data_preprocessor.type=GPUViewPreprocessor draws the views on the device, but '
-     'train_dataloader.dataset.view is {view!r}; set train_dataloader.dataset.view=raw_uint8 '
-     'and the preset in model.data_preprocessor.view'),
-    (lambda f: f.raw and f.pre is None,
-     'train_dataloader.dataset.view=raw_uint8 hands undecoded uint8 images to the model, which '
-     'only GPUViewPreprocessor turns into views (model.data_preprocessor.type is {kind}); set '
-     "model.data_preprocessor=dict(type='GPUViewPreprocessor', view=...) or give the dataset a "
-     'PIL view preset'),
-    (lambda f: f.pre is not None and f.size is None and (
-        isinstance(f.data_size, bool) or not isinstance(f.data_size, int) or f.data_size < 1),
-     'train_dataloader.dataset.input_size must be a positive integer (the views '
-     'model.data_preprocessor draws take its size), got {data_size!r}'),
-    (lambda f: f.pre is not None and f.size is not None and f.size != f.data_size,
-     'model.data_preprocessor.input_size={size} differs from train_dataloader.dataset.input_size='
-     '{data_size} (the size evaluation uses); leave model.data_preprocessor.input_size out to '
-     'follow it'),
-]
 METHOD: Rows = [  # facts of `check_run`: records, tables and baselines are keyed by the row
     (lambda f: f.unnamed,
      "model.type={name!r} has no row in METHODS of benchmark/names.py; add '{name}': (record "

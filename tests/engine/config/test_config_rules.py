@@ -7,9 +7,8 @@ from mmengine.registry import MODELS
 
 import benchmark.components  # noqa: F401  registers the methods the rows read
 from benchmark.engine.config.keywords import ConfigError
-from benchmark.engine.config.rules import (BATCH, METHOD, PAIRING, TRAIN_VIEWS, VALUES, check_run,
-                                           check_values)
-from benchmark.engine.train_views import check_pairing, place_views
+from benchmark.engine.config.rules import BATCH, METHOD, VALUES, check_run, check_values
+from benchmark.engine.train_views import PAIRING, TRAIN_VIEWS, check_pairing, place_views
 from methods.simclr import SimCLR
 
 DEVICE = dict(type='GPUViewPreprocessor', view='mocov2')
