@@ -11,10 +11,10 @@
 # (LIMIT_TESTS, LIMIT_KILL, LIMIT_SPEED seconds: 150, 210, 240), past which it is stopped and
 # marked failed, so the table is always printed. The speed step times the paper's setting
 # (ResNet-18, 224 px, batch 128) end to end on one epoch of 10,000 generated images for the
-# device views (replayed from a CUDA graph, and plain calls) and PIL in the workers, each
-# beside its bare step and, on the GPU, the whole step replayed from one CUDA graph
-# (benchmark/engine/step_graph.py), with its per-iteration breakdown and a torch.profiler table of
-# one iteration (in speed.log); and the views alone (SPEED_ARGS replaces its arguments).
+# device views (replayed from a CUDA graph, and plain calls; with the step graph too) and PIL
+# in the workers, each beside its bare step and the whole step replayed from one CUDA graph
+# (benchmark/engine/step_graph.py), with its per-iteration breakdown and a torch.profiler table
+# of one iteration (in speed.log); and the views alone (SPEED_ARGS replaces its arguments).
 #
 # The machine's own PyTorch is used. If it lacks mmengine, lightly, faiss-cpu or kornia, put their
 # wheels (and those of any of their dependencies it lacks) in .whl/ (ignored by git), e.g. with
@@ -127,7 +127,7 @@ print('device', p.name, '|', p.multi_processor_count, 'SMs |', round(p.total_mem
       # shellcheck disable=SC2086
       step speed "${LIMIT_SPEED:-240}" "$PYTHON" tools/benchmark_speed.py --paper \
         --data-dir "${DATA_DIR:-$scratch/data}" --num-workers "$workers" --out-dir "$dest" \
-        ${SPEED_ARGS:---only pipeline views --images 10000 --profile --configs gpu-bf16-cl gpue-bf16-cl pil-bf16-cl}
+        ${SPEED_ARGS:---only pipeline views --images 10000 --profile --configs gpu-bf16-cl gpue-bf16-cl gpu-bf16-cl-graph pil-bf16-cl}
       ;;
   esac
 done

@@ -106,9 +106,8 @@ class StepGraph:
 class GraphedTrainStep:
     """`model.train_step` with the step after the views replayed from a `StepGraph`.
 
-    The views are drawn as the eager step draws them. A step runs eagerly (`whole_step`) while
-    the optimizer has no state yet (the run's first step: SGD's first step differs from every
-    later one). The graph is captured again whenever what it baked in changes: the epoch (a
+    The views are drawn as the eager step draws them. While the optimizer has no state yet (the
+    run's first step: SGD's first step differs from every later one) the step is mmengine's own. The graph is captured again whenever what it baked in changes: the epoch (a
     per-epoch schedule, MoCHi's warm-up), any number of the optimizer's groups (learning rate,
     momentum, weight decay), the optimizer, or the batch's shapes (a smaller last batch).
     Before a process's first capture, one throwaway step on copies of the model and optimizer
