@@ -107,9 +107,10 @@ class GraphedTrainStep:
     """`model.train_step` with the step after the views replayed from a `StepGraph`.
 
     The views are drawn as the eager step draws them. While the optimizer has no state yet (the
-    run's first step: SGD's first step differs from every later one) the step is mmengine's own. The graph is captured again whenever what it baked in changes: the epoch (a
-    per-epoch schedule, MoCHi's warm-up), any number of the optimizer's groups (learning rate,
-    momentum, weight decay), the optimizer, or the batch's shapes (a smaller last batch).
+    run's first step: SGD's first step differs from every later one) the step is mmengine's
+    own. The graph is captured again whenever what it baked in changes: the epoch (a per-epoch
+    schedule, MoCHi's warm-up), any number of the optimizer's groups (learning rate, momentum,
+    weight decay), the optimizer, or the batch's shapes (a smaller last batch).
     Before a process's first capture, one throwaway step on copies of the model and optimizer
     (random state saved and restored) does the lazy initialisations capture forbids. The log
     variables are copied out of the graph's buffers, so hooks that keep them see each step's

@@ -109,8 +109,9 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tin
         for p in config['methods'].values():
             assert p['iterations'] == 4 and p['images_per_s'] and p['flops_per_image'] > 0  # timed
             ms = p['breakdown']['ms']
-            assert set(ms) == {'wall', 'wait', 'views', 'step', 'hooks', 'rest'}
-            parts = sum(v for k, v in ms.items() if k != 'wall')  # rest: what the others leave
+            assert set(ms) == {'wall', 'wait', 'prepare', 'views', 'step', 'hooks', 'rest'}
+            assert ms['prepare'] == 0  # no views drawn ahead on a CPU ('auto')
+            parts = sum(v for k, v in ms.items() if k not in ('wall', 'prepare'))  # in 'wait'
             assert ms['step'] > 0 and parts >= ms['wall'] * (1 - 1e-9)
             assert p['breakdown']['counted_iteration']['host_reads'] == 0  # a CPU proxy of syncs
         assert config['time_ratio'] > 0 and config['memory_ratio'] > 0

@@ -11,8 +11,9 @@ preprocessor end to step end, ``hooks`` = step end to iteration end, ``rest`` = 
 of the wall time per iteration (the loader wait is reported beside it, from IterTimerHook).
 Where the loop draws the views one batch ahead (`benchmark.engine.prefetch_loop`, on a GPU),
 their host work happens while the next batch is taken, so it is counted in the loader wait
-(and its operations are not in the counted iteration's), their device work runs on a side
-stream beside the step, and ``views`` is how long the step's stream waited for them.
+(and its operations are not in the counted iteration's; ``prepare``, `PrepareTimer`, is that
+part of the wait), their device work runs on a side stream beside the step, and ``views`` is how
+long the step's stream waited for them.
 
 Counts: the timed iterations run with torch's sync check in 'warn' on a GPU (each host wait is a
 warning, counted); a last iteration after them runs under `DispatchCount` from its batch's
@@ -85,9 +86,32 @@ class Marks(Hook):
             handle.remove()
 
 
+class PrepareTimer:
+    """The host time of the preprocessor's `prepare` (the next batch's views drawn one ahead,
+    inside the loader wait), call by call: it wraps the instance's method."""
+
+    def __init__(self, pre) -> None:
+        self.calls: List[tuple] = []  # (start, seconds)
+        real = getattr(pre, 'prepare', None)
+        if real is not None:
+            def prepare(data):
+                start = time.perf_counter()
+                try:
+                    return real(data)
+                finally:
+                    self.calls.append((start, time.perf_counter() - start))
+            pre.prepare = prepare
+
+    def ms_per_iteration(self, window: tuple, iterations: int) -> float:
+        """Milliseconds per iteration of the calls that started inside `window`."""
+        inside = [s for start, s in self.calls if window[0] <= start < window[1]]
+        return 1e3 * sum(inside) / iterations
+
+
 def summarise(marks: Marks, first: int, last: int, wall_ms: float,
-              waits_ms: List[float]) -> Dict[str, float]:
-    """Means over iterations [first, last): ms per iteration of each segment, and the rest."""
+              waits_ms: List[float], prepare_ms: float = 0.0) -> Dict[str, float]:
+    """Means over iterations [first, last): ms per iteration of each segment, and the rest
+    (``prepare``: the part of the loader wait spent drawing the next batch's views)."""
     clock, rows = marks.clock, marks.rows[first:last]
     if clock.cuda:
         torch.cuda.synchronize()
@@ -102,6 +126,7 @@ def summarise(marks: Marks, first: int, last: int, wall_ms: float,
         per['hooks'].append(clock.ms(row['step_end'], row['end']))
     out = {k: statistics.fmean(v) for k, v in per.items()}
     out['wait'] = statistics.fmean(waits_ms)
+    out['prepare'] = prepare_ms
     out['rest'] = max(0.0, wall_ms - sum(out[k] for k in ('wait', 'views', 'step', 'hooks')))
     out['wall'] = wall_ms
     return out

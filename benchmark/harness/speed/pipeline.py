@@ -21,8 +21,8 @@ from benchmark.engine.launch import pin_batches
 from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.step_graph import StepGraph, whole_step
 from benchmark.engine.train_views import fill_view_size
-from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, Profiled, SyncCount,
-                                               summarise)
+from benchmark.harness.speed.breakdown import (Clock, Counted, Marks, PrepareTimer, Profiled,
+                                               SyncCount, summarise)
 from benchmark.harness.speed.floor import achieved
 from benchmark.harness.speed.step import PRECISIONS, model_cfg, step_inputs, train_step
 from benchmark.harness.speed.timing import (Settings, in_turn, own_bytes, paired_ratio,
@@ -108,8 +108,10 @@ class ThroughputHook(Hook):
     priority = 'LOWEST'  # after_train_iter stamps the time after every other hook's work
 
     def __init__(self, warmup: int, iterations: int, device: torch.device,
-                 marks: Marks, profile: bool = False) -> None:
+                 marks: Marks, profile: bool = False,
+                 prepared: Optional[PrepareTimer] = None) -> None:
         self.warmup, self.iterations, self.device, self.marks = warmup, iterations, device, marks
+        self.prepared = prepared
         self.done = 0
         self.waits: List[float] = []  # IterTimerHook's data_time of the timed iterations
         self.window = (0.0, 0.0)
@@ -173,8 +175,11 @@ class ThroughputHook(Hook):
         """ms per timed iteration: wait, views, step, hooks, rest, wall; host syncs counted in
         them (CUDA), and the counted iteration's aten operations and host reads."""
         first = self.warmup
+        prepare = self.prepared.ms_per_iteration(self.window, self.iterations) \
+            if self.prepared else 0.0
         out = summarise(self.marks, first, first + self.iterations,
-                        1e3 * self.seconds() / self.iterations, [1e3 * w for w in self.waits])
+                        1e3 * self.seconds() / self.iterations, [1e3 * w for w in self.waits],
+                        prepare)
         return dict(ms=out, host_syncs=self.syncs.count, counted_iteration=self.counts,
                     **({'profile': self.profile} if self.profile else {}))
 
@@ -256,7 +261,8 @@ def pipeline_block(method: str, s: Settings, device: torch.device, data_root: st
     if s.pipeline_iters is not None:
         timed = min(timed, s.pipeline_iters)
     marks = Marks(Clock(device))
-    hook = ThroughputHook(s.pipeline_warmup, timed, device, marks, s.profile)
+    prepared = PrepareTimer(dist.unwrap(runner.model).data_preprocessor)
+    hook = ThroughputHook(s.pipeline_warmup, timed, device, marks, s.profile, prepared)
     runner.register_hook(marks)
     runner.register_hook(hook)
     try:

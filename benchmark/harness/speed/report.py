@@ -75,9 +75,10 @@ def breakdown_table(result: dict) -> List[str]:
     lines = ['Per iteration (ms; views, step and hooks on the device\'s timeline, rest = the '
              'wall time none of them explains: host work the device waited for), the host\'s '
              'waits for the device over the timed iterations (CUDA), and one further '
-             'iteration\'s aten operations and host reads:', '',
-             '| Configuration | Method | Wall | Loader wait | Views | Step | Hooks | Rest '
-             '| Host syncs | Aten ops | Host reads |', '|---' * 11 + '|']
+             'iteration\'s aten operations and host reads; of the loader wait, the host time '
+             'spent drawing the next batch\'s views where they are drawn one ahead:', '',
+             '| Configuration | Method | Wall | Loader wait | of which views ahead | Views | Step '
+             '| Hooks | Rest | Host syncs | Aten ops | Host reads |', '|---' * 12 + '|']
     for name, c in result['pipeline'].items():
         for m, p in c['methods'].items():
             b = p.get('breakdown')
@@ -86,8 +87,9 @@ def breakdown_table(result: dict) -> List[str]:
             ms, counted = b['ms'], b.get('counted_iteration') or {}
             syncs = 'n/a' if b.get('host_syncs') is None else b['host_syncs']
             lines.append(f'| {name} | {METHODS[m]} | {ms["wall"]:.1f} | {ms["wait"]:.1f} '
-                         f'| {ms["views"]:.1f} | {ms["step"]:.1f} | {ms["hooks"]:.1f} '
-                         f'| {ms["rest"]:.1f} | {syncs} | {counted.get("aten_ops", "n/a")} '
+                         f'| {ms.get("prepare", 0.0):.1f} | {ms["views"]:.1f} '
+                         f'| {ms["step"]:.1f} | {ms["hooks"]:.1f} | {ms["rest"]:.1f} | {syncs} '
+                         f'| {counted.get("aten_ops", "n/a")} '
                          f'| {counted.get("host_reads", "n/a")} |')
     return lines
 

@@ -86,6 +86,26 @@ def test_throughput_hook_times_after_warmup_and_stops(monkeypatch):
         short.images_per_s(8)
 
 
+def test_the_prepare_timer_counts_the_views_drawn_ahead_inside_the_window():
+    """A preprocessor's `prepare`, wrapped: each call's host time, and per iteration the calls
+    that started inside the timed window; the calls still return what `prepare` returns, and a
+    preprocessor without `prepare` is left alone."""
+    from benchmark.data.gpu_views import GPUViewPreprocessor
+    from benchmark.harness.speed.breakdown import PrepareTimer
+    pre = GPUViewPreprocessor(view='mocov2', input_size=16, prefetch=True)
+    timer = PrepareTimer(pre)
+    batch = dict(inputs=torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8),
+                 data_samples=torch.arange(4), seed=torch.arange(4))
+    out = pre.prepare(batch)
+    assert len(out['inputs']) == 2 and out['inputs'][0].shape == (4, 3, 16, 16)
+    (start, seconds), = timer.calls
+    assert seconds > 0
+    assert timer.ms_per_iteration((start, start + 1), 2) == pytest.approx(1e3 * seconds / 2)
+    assert timer.ms_per_iteration((start + 1e-9, start + 1), 2) == 0
+    plain = SimpleNamespace()
+    assert PrepareTimer(plain).calls == [] and not hasattr(plain, 'prepare')
+
+
 def test_bench_pipeline_summarises_rounds(monkeypatch):
     """MixCo runs at 3/4 of MoCo-v2's rate in both rounds while the machine halves its speed."""
     rates = {('mocov2', 0): 100.0, ('mixco', 0): 75.0, ('mocov2', 1): 50.0, ('mixco', 1): 37.5}

@@ -16,7 +16,8 @@ def made_up_result() -> dict:
     method = dict(median_images_per_s=100.0, median_bare_images_per_s=125.0,
                   median_efficiency=0.8, median_data_wait_fraction=0.25, bound='data', tflops=0.4,
                   peak_fraction=0.5, breakdown=dict(
-                      ms=dict(wall=40.0, wait=0.5, views=2.0, step=35.0, hooks=1.0, rest=1.5),
+                      ms=dict(wall=40.0, wait=0.5, prepare=0.25, views=2.0, step=35.0, hooks=1.0,
+                              rest=1.5),
                       host_syncs=0, counted_iteration=dict(aten_ops=900, host_reads=0)))
     result['pipeline'] = {'gpu-bf16-cl': dict(methods=dict(mocov2=method, mixco=method),
                                               time_ratio=1.2, memory_ratio=1.1)}
@@ -33,7 +34,7 @@ def test_markdown_tables():
         in text
     assert ('| gpu-bf16-cl | MixCo (MoCo-v2) | 100.0 | 125.0 | 0.80 | 25.0% | 1.20 | 1.10 | 0.4 '
             '| 50.0% | data |') in text
-    assert ('| gpu-bf16-cl | MixCo (MoCo-v2) | 40.0 | 0.5 | 2.0 | 35.0 | 1.0 | 1.5 | 0 | 900 '
+    assert ('| gpu-bf16-cl | MixCo (MoCo-v2) | 40.0 | 0.5 | 0.2 | 2.0 | 35.0 | 1.0 | 1.5 | 0 | 900 '
             '| 0 |') in text
     assert 'Paper setting' not in text and 'kNN' not in text and 'load average' not in text
     loaded = markdown(dict(made_up_result(), load_average=dict(start=[4.5, 3.0, 2.0],
