@@ -211,11 +211,9 @@ def check_evaluator(evaluator: Any, path: str, cfg: dict) -> None:
 
 def check_sections(cfg: dict) -> None:
     """Every section a run builds, in the order the Runner builds them."""
-    params = set(accepted(Runner)[0]) - {'cfg'}
-    check_keys(cfg, params | set(RUNNER_KEYS), '')
-    given = {k: v for k, v in cfg.items() if v is not None}  # None: not set
-    check_call({k: v for k, v in given.items() if k in params}, Runner, '', skip={'cfg'})
-    check_call({k: v for k, v in given.items() if k not in params}, RUNNER_KEYS, '')
+    keys = {k: p.annotation for k, p in accepted(Runner)[0].items() if k != 'cfg'} | RUNNER_KEYS
+    check_keys(cfg, keys, '')
+    check_call({k: v for k, v in cfg.items() if v is not None}, keys, '')  # None: not set
     if cfg.get('model') is None:
         raise ConfigError('model: missing')
     for path, kind, default, skip in SECTIONS:  # a section None or (keywords) no dict: not set
