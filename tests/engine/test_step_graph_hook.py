@@ -127,6 +127,48 @@ def test_the_throwaway_warm_up_step_leaves_the_run_alone(tiny_backbones):
                for i, s in before[1]['state'].items())
 
 
+def test_the_graph_is_captured_again_exactly_when_what_it_baked_in_changes(monkeypatch,
+                                                                          tiny_backbones):
+    """With the CUDA graph replaced by eager steps (its capture counted), the step captures
+    after the first (mmengine's) step, replays while nothing changes, and captures again for a
+    new learning rate, a new epoch and each change of the batch size, warming up only once
+    (one graph is kept: the one of the last change); what it returns
+    are copies of the graph's log variables."""
+    from benchmark.engine import step_graph
+
+    class EagerGraph:  # what StepGraph would replay, stepped eagerly
+        def __init__(self, model, optimizer, inputs, dtype, warmup, data_samples):
+            self.model, self.optimizer, self.log_vars = model, optimizer, None
+
+        def __call__(self, inputs, data_samples=None):
+            self.log_vars = step_graph.whole_step(self.model, self.optimizer, inputs)
+            return self.log_vars
+
+    monkeypatch.setattr(step_graph, 'StepGraph', EagerGraph)
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type='MoCo', feature_dim=16, queue_size=32)).train()
+    wrapper = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    epoch = [0]
+    step = GraphedTrainStep(model, lambda: epoch[0])
+    warm_ups = []
+    monkeypatch.setattr(step, '_warm_up', lambda *args: warm_ups.append(1) or
+                        setattr(step, 'warm', True))
+
+    def batch(n=8):
+        return dict(inputs=[torch.randn(n, 3, 16, 16), torch.randn(n, 3, 16, 16)])
+    captures = []
+    for change in (None, None, None, 'lr', None, 'epoch', 'batch', None):
+        if change == 'lr':
+            wrapper.optimizer.param_groups[0]['lr'] = 0.05
+        epoch[0] += change == 'epoch'
+        logs = step(batch(4 if change == 'batch' else 8), wrapper)
+        assert torch.isfinite(logs['loss'])
+        captures.append(step.captures)
+    assert captures == [0, 1, 1, 2, 2, 3, 4, 5] and warm_ups == [1]  # one graph at a time
+    assert logs['loss'] is not step.graph.log_vars['loss']
+    assert torch.equal(logs['loss'], step.graph.log_vars['loss'])
+
+
 @pytest.mark.cuda
 def test_a_graphed_run_trains_as_the_eager_run(tmp_path):
     """On a GPU (fp32, TF32 off), MoCo-v2 digits without shuffle-BN (a step that draws nothing
