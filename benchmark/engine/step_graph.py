@@ -18,11 +18,12 @@ from typing import Callable, Dict, Optional, Sequence
 import torch
 from mmengine.hooks import Hook
 from mmengine.optim import AmpOptimWrapper
-from mmengine.registry import HOOKS
+from mmengine.registry import HOOKS, OPTIM_WRAPPERS, OPTIMIZERS
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from benchmark import dist
+from benchmark.engine.config.keywords import ConfigError
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 
 
@@ -175,9 +176,10 @@ class StepGraphHook(Hook):
     """Train with the step after the views replayed from one CUDA graph (`GraphedTrainStep`).
 
     On a CUDA device in one process; elsewhere (a CPU, several processes) the step stays eager
-    and the hook says so once. It refuses, before training starts, what a captured step cannot
-    do: gradient accumulation or clipping, a loss scaler (float16), an optimizer other than
-    SGD, and hooks that read the step's intermediate tensors (the online linear probe).
+    and the hook says so once. The config check (`check_config`) and the hook before training
+    refuse what a captured step cannot do: gradient accumulation or clipping, a loss scaler
+    (float16), an optimizer other than SGD, and hooks that read the step's intermediate tensors
+    (the online linear probe).
     """
 
     priority = 'LOW'  # before_train: after ChannelsLastHook converted the weights
@@ -185,9 +187,13 @@ class StepGraphHook(Hook):
     def __init__(self) -> None:
         self.step: Optional[GraphedTrainStep] = None  # the graphed step, while on CUDA
 
+    @staticmethod
+    def check_config(cfg: dict) -> None:
+        """The config check's call (before a run starts): `refuse_step_graph`."""
+        refuse_step_graph(cfg)
+
     def before_train(self, runner) -> None:
-        refuse_step_graph(runner.cfg, runner.optim_wrapper,
-                          [type(h).__name__ for h in runner.hooks])
+        refuse_step_graph(runner.cfg)
         model = runner.model
         device = next(model.parameters()).device
         if model is not dist.unwrap(model) or device.type != 'cuda':
@@ -204,24 +210,34 @@ class StepGraphHook(Hook):
             self.step.graph = None  # the graph's memory goes back
 
 
-def refuse_step_graph(cfg, optim_wrapper, hooks: Sequence[str]) -> None:
-    """A one-line ValueError for a run whose step a CUDA graph cannot replay."""
+def registered(registry, name):
+    """The class a config's type names in `registry` (itself if it is one), else None."""
+    return registry.get(name) if isinstance(name, str) else name
+
+
+def refuse_step_graph(cfg) -> None:
+    """A one-line ConfigError for a config whose step a CUDA graph cannot replay."""
     spec = cfg.get('optim_wrapper') or {}
     if spec.get('accumulative_counts', 1) != 1:
-        raise ValueError('StepGraphHook: optim_wrapper.accumulative_counts must be 1 (a graph '
+        raise ConfigError('StepGraphHook: optim_wrapper.accumulative_counts must be 1 (a graph '
                          'replays whole steps); drop the hook or the accumulation')
     if spec.get('clip_grad'):
-        raise ValueError('StepGraphHook: optim_wrapper.clip_grad is not captured; drop the '
+        raise ConfigError('StepGraphHook: optim_wrapper.clip_grad is not captured; drop the '
                          'hook or the clipping')
-    scaler = getattr(optim_wrapper, 'loss_scaler', None)
-    if scaler is not None and scaler.is_enabled():
-        raise ValueError('StepGraphHook: a loss scaler reads the device every step; use '
+    wrapper, scale = registered(OPTIM_WRAPPERS, spec.get('type', 'OptimWrapper')), \
+        spec.get('loss_scale', 'dynamic')
+    if isinstance(wrapper, type) and issubclass(wrapper, AmpOptimWrapper) and not (
+            isinstance(scale, dict) and scale.get('enabled') is False):
+        raise ConfigError('StepGraphHook: a loss scaler reads the device every step; use '
                          "dtype='bfloat16' with loss_scale=dict(enabled=False)")
-    if type(optim_wrapper.optimizer) is not torch.optim.SGD:
-        raise ValueError(f'StepGraphHook: the optimizer is '
-                         f'{type(optim_wrapper.optimizer).__name__}; the step graph replays SGD')
-    if 'OnlineLinearProbeHook' in hooks:
-        raise ValueError('StepGraphHook: OnlineLinearProbeHook reads the features inside the '
+    optimizer = registered(OPTIMIZERS, (spec.get('optimizer') or {}).get('type'))
+    if optimizer is not torch.optim.SGD:
+        raise ConfigError(f'StepGraphHook: the optimizer is '
+                         f'{getattr(optimizer, "__name__", optimizer)}; the step graph replays '
+                         'SGD')
+    if any(isinstance(h, dict) and h.get('type') == 'OnlineLinearProbeHook'
+           for h in cfg.get('custom_hooks') or []):
+        raise ConfigError('StepGraphHook: OnlineLinearProbeHook reads the features inside the '
                          'step, which a replay does not run; drop one of the two hooks')
 
 

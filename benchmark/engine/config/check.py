@@ -142,8 +142,9 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
               epoch_length=1)
 
 
-def check_hooks(defaults: dict, custom: list) -> None:
-    """A default hook by a name of the Runner's (or with a type), then the custom ones."""
+def check_hooks(defaults: dict, custom: list, cfg: dict) -> None:
+    """A default hook by a name of the Runner's (or with a type), then the custom ones; a hook
+    with a `check_config` sees the whole config."""
     for name, hook in defaults.items():
         if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
             raise ConfigError(f"unknown key 'default_hooks.{name}'"
@@ -159,7 +160,8 @@ def check_hooks(defaults: dict, custom: list) -> None:
                               f"{', '.join(Priority.__members__)} or 0-100") from None
         except (TypeError, ValueError) as err:
             raise ConfigError(f"{path}.priority={hook['priority']!r}: {err}") from None
-        build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
+        built = build(HOOKS, hook, path, extra={'priority'}, drop={'priority'})
+        getattr(built, 'check_config', lambda whole: None)(cfg)  # its own refusals, one line
 
 
 def check_loader(loader: Any, path: str, cfg: dict) -> None:
@@ -233,7 +235,7 @@ def check_sections(cfg: dict) -> None:
     model = check_model(cfg['model'])
     if cfg.get('optim_wrapper') is not None:
         check_optimizer(cfg, model)
-    check_hooks(cfg.get('default_hooks') or {}, cfg.get('custom_hooks') or [])
+    check_hooks(cfg.get('default_hooks') or {}, cfg.get('custom_hooks') or [], cfg)
     for check, suffix in ((check_loop, 'cfg'), (check_loader, 'dataloader'),
                           (check_evaluator, 'evaluator')):
         for key in (f'{split}_{suffix}' for split in ('train', 'val', 'test')):
