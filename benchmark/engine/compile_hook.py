@@ -23,6 +23,7 @@ from torch import nn
 from torchvision.models import ResNet
 
 from benchmark import dist
+from benchmark.engine.step_graph import whole_step  # noqa: F401  (its former home; one place)
 
 
 # torch.compile's modes (torch checks them only when it first compiles, seconds into a run).
