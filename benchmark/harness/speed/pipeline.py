@@ -16,6 +16,7 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 
 from benchmark import dist
+from benchmark.cli import one_line
 from benchmark.engine.channels_last import use_channels_last_wrapper
 from benchmark.engine.launch import pin_batches
 from benchmark.engine.prefetch_loop import use_prefetch_loop
@@ -206,7 +207,7 @@ def graphed_steps(model, opt, inputs, dtype, device: torch.device, steps: int) -
         pairs = [(timed(lambda: whole_step(model, opt, inputs, dtype), device),
                   timed(lambda: graph(inputs), device)) for _ in range(steps + 1)][1:]
     except Exception as exc:  # a capture can fail on a real GPU: say why, keep the run
-        return dict(graph_error=f'{type(exc).__name__}: {str(exc).splitlines()[0][:300]}')
+        return dict(graph_error=f'{type(exc).__name__}: {one_line(exc)[:300]}')
     finally:
         gc.collect()
         torch.cuda.empty_cache()

@@ -128,3 +128,12 @@ def test_bench_pipeline_summarises_rounds(monkeypatch):
     assert mixco['bound'] == 'data' and mixco['tflops'] == pytest.approx(56.25 * 5.5e9 / 1e12)
     assert 'epoch_memory_ratio' not in out and out['views'] == 'pil'
     assert mixco['breakdown'] == dict(ms=dict(wall=1.5, views=0.5), host_syncs=None)
+
+
+def test_a_step_graph_that_cannot_be_captured_is_reported_not_raised():
+    """The bare step's graph form says in one line why it could not be captured (here: views
+    off the GPU), so the rest of the speed run goes on."""
+    out = speed_pipeline.graphed_steps(torch.nn.Linear(2, 2), None, [torch.zeros(1)], None,
+                                       torch.device('cpu'), 1)
+    assert out == {'graph_error': 'ValueError: StepGraph: the views must be CUDA tensors (a CUDA '
+                                  'graph); run the eager step elsewhere'}
