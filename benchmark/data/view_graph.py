@@ -31,20 +31,25 @@ WARMUP_CALLS = 2
 MAX_GRAPHS = 2  # the full batch and an epoch's last one
 
 
+def side_stream_calls(fn: Callable[[], object], times: int, device: torch.device) -> None:
+    """``fn()`` `times` times on a new side stream ordered after the current one, which then
+    waits for it: a CUDA graph's warm-up (lazy initialisations happen outside the capture)."""
+    current = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        for _ in range(times):
+            fn()
+    current.wait_stream(side)
+
+
 class Captured:
     """One CUDA graph of ``fn``: its static inputs, its output, and the event after the last
     copy of that output."""
 
     def __init__(self, fn: Callable[..., Tensor], inputs: Tuple[Tensor, ...], warmup: int):
-        device = inputs[0].device
         self.static = tuple(t.clone() for t in inputs)
-        current = torch.cuda.current_stream(device)
-        side = torch.cuda.Stream(device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                fn(*self.static)
-        current.wait_stream(side)
+        side_stream_calls(lambda: fn(*self.static), warmup, inputs[0].device)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode='thread_local'):
             self.out = fn(*self.static)

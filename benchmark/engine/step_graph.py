@@ -13,6 +13,7 @@ default CUDA generator, which the graph advances on every replay and a checkpoin
 autocast runs with its weight cache off, as capture requires.
 """
 import copy
+import functools
 from typing import Callable, Dict, Optional, Sequence
 
 import torch
@@ -23,7 +24,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from benchmark import dist
-from benchmark.engine.config.keywords import ConfigError
+from benchmark.data.view_graph import side_stream_calls
+from benchmark.engine.config.keywords import ConfigError, lookup
 from benchmark.engine.rng_state import capture_rng_state, restore_rng_state
 
 
@@ -73,12 +75,8 @@ class StepGraph:
         self.model, self.optimizer, self.dtype = model, optimizer, dtype
         self.inputs = [x.detach().clone(memory_format=_layout(x)) for x in inputs]
         self.samples = None if data_samples is None else data_samples.detach().clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                whole_step(model, optimizer, self.inputs, dtype, self.samples)
-        torch.cuda.current_stream().wait_stream(side)
+        side_stream_calls(lambda: whole_step(model, optimizer, self.inputs, dtype, self.samples),
+                          warmup, self.inputs[0].device)
         for p in model.parameters():  # a gradient of None would be the graph's own tensor
             if p.requires_grad and p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -151,15 +149,11 @@ class GraphedTrainStep:
     def _warm_up(self, optimizer: Optimizer, inputs, dtype, samples) -> None:
         rng = capture_rng_state()
         model, optimizer = copy.deepcopy((self.model, optimizer))
+        step = functools.partial(whole_step, model, optimizer, inputs, dtype, samples)
         if inputs[0].is_cuda:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                whole_step(model, optimizer, inputs, dtype, samples)
-            torch.cuda.current_stream().wait_stream(side)
-        else:
-            whole_step(model, optimizer, inputs, dtype, samples)
-        del model, optimizer
+            side_stream_calls(step, 1, inputs[0].device)
+        else:  # a model on the CPU: no stream
+            step()
         restore_rng_state(rng)
         self.warm = True
 
@@ -210,11 +204,6 @@ class StepGraphHook(Hook):
             self.step.graph = None  # the graph's memory goes back
 
 
-def registered(registry, name):
-    """The class a config's type names in `registry` (itself if it is one), else None."""
-    return registry.get(name) if isinstance(name, str) else name
-
-
 def refuse_step_graph(cfg) -> None:
     """A one-line ConfigError for a config whose step a CUDA graph cannot replay."""
     spec = cfg.get('optim_wrapper') or {}
@@ -224,13 +213,14 @@ def refuse_step_graph(cfg) -> None:
     if spec.get('clip_grad'):
         raise ConfigError('StepGraphHook: optim_wrapper.clip_grad is not captured; drop the '
                          'hook or the clipping')
-    wrapper, scale = registered(OPTIM_WRAPPERS, spec.get('type', 'OptimWrapper')), \
-        spec.get('loss_scale', 'dynamic')
+    wrapper = lookup(OPTIM_WRAPPERS, spec.get('type', 'OptimWrapper'), 'optim_wrapper')
+    scale = spec.get('loss_scale', 'dynamic')
     if isinstance(wrapper, type) and issubclass(wrapper, AmpOptimWrapper) and not (
             isinstance(scale, dict) and scale.get('enabled') is False):
         raise ConfigError('StepGraphHook: a loss scaler reads the device every step; use '
                          "dtype='bfloat16' with loss_scale=dict(enabled=False)")
-    optimizer = registered(OPTIMIZERS, (spec.get('optimizer') or {}).get('type'))
+    optimizer = lookup(OPTIMIZERS, (spec.get('optimizer') or {}).get('type'),
+                       'optim_wrapper.optimizer')
     if optimizer is not torch.optim.SGD:
         raise ConfigError(f'StepGraphHook: the optimizer is '
                          f'{getattr(optimizer, "__name__", optimizer)}; the step graph replays '

@@ -102,6 +102,10 @@ def test_the_first_step_is_mmengines_step_and_a_copy_gets_its_own(tiny_backbones
     torch.set_rng_state(rng)
     their_logs = twin.train_step(copy.deepcopy(data), theirs)
     assert torch.equal(logs['loss'], their_logs['loss'])
+    # its logs hold no autograd graph (a kept graph would tie the gradients' nodes to a stream)
+    assert their_logs['loss'].requires_grad and not logs['loss'].requires_grad
+    step = model.train_step
+    assert not step.warm and step.captures == 0 and ours.optimizer.state  # no graph yet
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                  twin.state_dict().values()))
     copied = copy.deepcopy(model)
