@@ -10,11 +10,14 @@ config built on a ``*_fast.py`` one. CUDA only, one process; eager stays the def
 
 Random draws inside the graph (mixing coefficients, permutations, shuffles) come from the
 default CUDA generator, which the graph advances on every replay and a checkpoint saves;
-autocast runs with its weight cache off, as capture requires.
+autocast runs with its weight cache off, as capture requires. With ``lr_on_device`` the graph's
+optimizer step reads each group's learning rate from a device tensor (`device_lr`), filled before
+every replay, so a schedule changes it without a new capture.
 """
+import contextlib
 import copy
 import functools
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Iterable, Iterator, Optional, Sequence
 
 import torch
 from mmengine.hooks import Hook
@@ -48,6 +51,21 @@ def whole_step(model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
     return log_vars
 
 
+@contextlib.contextmanager
+def device_lr(optimizer: Optimizer, lr: Optional[Sequence[Tensor]]) -> Iterator[None]:
+    """Within it, the optimizer's steps read each group's learning rate from its 0-dim tensor in
+    `lr` (SGD's fused form: its foreach form reads a tensor back to the host); the groups' own
+    numbers come back after. None: nothing changes."""
+    saved = [dict(group) for group in optimizer.param_groups]
+    for group, rate in zip(optimizer.param_groups, lr or ()):
+        group.update(lr=rate, fused=True, foreach=False)
+    try:
+        yield
+    finally:
+        for group, numbers in zip(optimizer.param_groups, saved):
+            group.update({k: numbers[k] for k in ('lr', 'fused', 'foreach') if k in numbers})
+
+
 class StepGraph:
     """`whole_step` captured as one CUDA graph, replayed by calling it with a batch of views.
 
@@ -62,11 +80,14 @@ class StepGraph:
         dtype: autocast dtype of the forward (None: float32).
         warmup: eager steps before the capture.
         data_samples: a tensor of per-sample data (labels) of the batch, or None.
+        lr: a 0-dim device tensor per parameter group that the captured step reads its
+            learning rate from (`device_lr`; the caller fills them before each call), or None:
+            the groups' learning rates are baked in.
     """
 
     def __init__(self, model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
                  dtype: Optional[torch.dtype] = None, warmup: int = 3,
-                 data_samples: Optional[Tensor] = None):
+                 data_samples: Optional[Tensor] = None, lr: Optional[Sequence[Tensor]] = None):
         if not all(x.is_cuda for x in inputs):
             raise ValueError('StepGraph: the views must be CUDA tensors (a CUDA graph); '
                              'run the eager step elsewhere')
@@ -75,14 +96,16 @@ class StepGraph:
         self.model, self.optimizer, self.dtype = model, optimizer, dtype
         self.inputs = [x.detach().clone(memory_format=_layout(x)) for x in inputs]
         self.samples = None if data_samples is None else data_samples.detach().clone()
-        side_stream_calls(lambda: whole_step(model, optimizer, self.inputs, dtype, self.samples),
-                          warmup, self.inputs[0].device)
+        step = functools.partial(whole_step, model, optimizer, self.inputs, dtype, self.samples)
+        with device_lr(optimizer, lr):
+            side_stream_calls(step, warmup, self.inputs[0].device)
         for p in model.parameters():  # a gradient of None would be the graph's own tensor
             if p.requires_grad and p.grad is None:
                 p.grad = torch.zeros_like(p)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, capture_error_mode='thread_local'):
-            logs = whole_step(model, optimizer, self.inputs, dtype, self.samples)
+        with device_lr(optimizer, lr), torch.cuda.graph(self.graph,
+                                                        capture_error_mode='thread_local'):
+            logs = step()
         # detached: the captured autograd graph is not kept alive (nor its gradient nodes,
         # bound to the capture's stream, which a later capture would have to wait for)
         self.log_vars = {k: v.detach() for k, v in logs.items()}
@@ -109,22 +132,26 @@ class GraphedTrainStep:
     run's first step: SGD's first step differs from every later one) the step is mmengine's
     own. The graph is captured again whenever what it baked in changes: the epoch (a per-epoch
     schedule, MoCHi's warm-up), any number of the optimizer's groups (learning rate, momentum,
-    weight decay), the optimizer, or the batch's shapes (a smaller last batch).
+    weight decay), the optimizer, or the batch's shapes (a smaller last batch). With
+    `lr_on_device` the learning rates are not baked in: the graph reads them from device
+    tensors (`device_lr`) filled before each replay, and a new one needs no capture.
     Before a process's first capture, one throwaway step on copies of the model and optimizer
     (random state saved and restored) does the lazy initialisations capture forbids. The log
     variables are copied out of the graph's buffers, so hooks that keep them see each step's
     own values. A copy of the model (`copy.deepcopy`) gets a step of its own, with no graph.
     """
 
-    def __init__(self, model: nn.Module, epoch: Callable[[], int]) -> None:
-        self.model, self.epoch = model, epoch
+    def __init__(self, model: nn.Module, epoch: Callable[[], int],
+                 lr_on_device: bool = False) -> None:
+        self.model, self.epoch, self.lr_on_device = model, epoch, lr_on_device
         self.graph: Optional[StepGraph] = None
         self.key = None
         self.warm = False
         self.captures = 0
+        self.lr: Optional[list] = None  # the device learning rates, one per group
 
     def __deepcopy__(self, memo) -> 'GraphedTrainStep':
-        return GraphedTrainStep(copy.deepcopy(self.model, memo), self.epoch)
+        return GraphedTrainStep(copy.deepcopy(self.model, memo), self.epoch, self.lr_on_device)
 
     def __call__(self, data, optim_wrapper) -> Dict[str, Tensor]:
         optimizer, dtype = optim_wrapper.optimizer, autocast_dtype(optim_wrapper)
@@ -136,24 +163,31 @@ class GraphedTrainStep:
         inputs, samples = list(data['inputs']), data.get('data_samples')
         samples = samples if torch.is_tensor(samples) else None
         key = (self.epoch(), id(optimizer), dtype, _signature(inputs, samples),
-               _numbers(optimizer))
+               _numbers(optimizer, skip={'lr'} if self.lr_on_device else ()))
+        if self.lr_on_device:  # a kernel each, no read back; the graph reads them on replay
+            if self.lr is None or len(self.lr) != len(optimizer.param_groups):
+                self.lr = [torch.zeros((), device=inputs[0].device)
+                           for _ in optimizer.param_groups]
+            for rate, group in zip(self.lr, optimizer.param_groups):
+                rate.fill_(group['lr'])
         if self.graph is None or key != self.key:
             self.graph = None  # its memory goes back before the next capture
             if not self.warm:
                 self._warm_up(optimizer, inputs, dtype, samples)
             self.graph = StepGraph(self.model, optimizer, inputs, dtype, warmup=0,
-                                   data_samples=samples)
+                                   data_samples=samples, lr=self.lr)
             self.key, self.captures = key, self.captures + 1
         return {k: v.clone() for k, v in self.graph(inputs, samples).items()}  # detached
 
     def _warm_up(self, optimizer: Optimizer, inputs, dtype, samples) -> None:
         rng = capture_rng_state()
-        model, optimizer = copy.deepcopy((self.model, optimizer))
+        model, optimizer, lr = copy.deepcopy((self.model, optimizer, self.lr))
         step = functools.partial(whole_step, model, optimizer, inputs, dtype, samples)
-        if inputs[0].is_cuda:
-            side_stream_calls(step, 1, inputs[0].device)
-        else:  # a model on the CPU: no stream
-            step()
+        with device_lr(optimizer, lr):
+            if inputs[0].is_cuda:
+                side_stream_calls(step, 1, inputs[0].device)
+            else:  # a model on the CPU: no stream
+                step()
         restore_rng_state(rng)
         self.warm = True
 
@@ -174,11 +208,16 @@ class StepGraphHook(Hook):
     refuse what a captured step cannot do: gradient accumulation or clipping, a loss scaler
     (float16), an optimizer other than SGD, and hooks that read the step's intermediate tensors
     (the online linear probe).
+
+    Args:
+        lr_on_device: the graph reads the learning rates from device tensors (SGD's fused form)
+            instead of baking them in, so a per-iteration schedule needs no capture per step.
     """
 
     priority = 'LOW'  # before_train: after ChannelsLastHook converted the weights
 
-    def __init__(self) -> None:
+    def __init__(self, lr_on_device: bool = False) -> None:
+        self.lr_on_device = lr_on_device
         self.step: Optional[GraphedTrainStep] = None  # the graphed step, while on CUDA
 
     @staticmethod
@@ -195,7 +234,8 @@ class StepGraphHook(Hook):
             runner.logger.warning(f'StepGraphHook: the training step stays eager ({where}); '
                                   'the step graph runs on one CUDA device in one process')
             return
-        self.step = model.train_step = GraphedTrainStep(model, lambda: runner.epoch)
+        self.step = model.train_step = GraphedTrainStep(model, lambda: runner.epoch,
+                                                        self.lr_on_device)
         runner.logger.info('StepGraphHook: the training step replays one CUDA graph')
 
     def after_train(self, runner) -> None:
@@ -237,10 +277,11 @@ def _signature(inputs: Sequence[Tensor], samples: Optional[Tensor]) -> tuple:
                  for x in [*inputs, *([] if samples is None else [samples])])
 
 
-def _numbers(optimizer: Optimizer) -> tuple:
-    """Every number of every parameter group (lr, momentum, ...): a graph bakes them in."""
+def _numbers(optimizer: Optimizer, skip: Iterable[str] = ()) -> tuple:
+    """Every number of every parameter group (lr, momentum, ...) but those in `skip`: a graph
+    bakes them in."""
     return tuple(tuple(sorted((k, v) for k, v in group.items()
-                              if isinstance(v, (bool, int, float))))
+                              if isinstance(v, (bool, int, float)) and k not in skip))
                  for group in optimizer.param_groups)
 
 

@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 ITERATIONS = 6
 
 
-def _cfg(tmp_path, method: str, graph: bool, **model) -> Config:
+def _cfg(tmp_path, method: str, graph: bool, lr_on_device: bool = False, **model) -> Config:
     cfg = load_config(str(ROOT / f'configs/{method}_r18_digits.py'))
     cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
                          'train_dataloader.persistent_workers': False,
@@ -35,7 +35,7 @@ def _cfg(tmp_path, method: str, graph: bool, **model) -> Config:
     cfg.model.update(model)
     cfg.custom_hooks = [dict(type='RunInfoHook'), dict(type='NaNGuardHook')]
     if graph:
-        cfg.custom_hooks.append(dict(type='StepGraphHook'))
+        cfg.custom_hooks.append(dict(type='StepGraphHook', lr_on_device=lr_on_device))
     cfg.visualizer.vis_backends = [dict(type='LocalVisBackend')]
     name = f'{method}-{"graph" if graph else "eager"}'
     cfg.work_dir, cfg.log_level = str(tmp_path / name), 'WARNING'
@@ -145,7 +145,7 @@ def test_the_graph_is_captured_again_exactly_when_what_it_baked_in_changes(monke
     from benchmark.engine import step_graph
 
     class EagerGraph:  # what StepGraph would replay, stepped eagerly
-        def __init__(self, model, optimizer, inputs, dtype, warmup, data_samples):
+        def __init__(self, model, optimizer, inputs, dtype, warmup, data_samples, lr=None):
             self.model, self.optimizer, self.log_vars = model, optimizer, None
 
         def __call__(self, inputs, data_samples=None):
@@ -177,19 +177,62 @@ def test_the_graph_is_captured_again_exactly_when_what_it_baked_in_changes(monke
     assert torch.equal(logs['loss'], step.graph.log_vars['loss'])
 
 
+def test_with_the_learning_rate_on_the_device_a_schedule_needs_no_new_capture(monkeypatch,
+                                                                            tiny_backbones):
+    """lr_on_device, with the CUDA graph replaced by eager steps that read the learning rates as
+    the graph does (from the device tensors, through `device_lr`): a learning rate changed
+    every step (a per-iteration schedule) is captured once, after the first step, trains as
+    eager SGD at those rates does, and the optimizer's groups keep their own numbers."""
+    from benchmark.engine import step_graph
+
+    class EagerGraph:  # what StepGraph would replay, stepped eagerly from its device rates
+        def __init__(self, model, optimizer, inputs, dtype, warmup, data_samples, lr=None):
+            self.model, self.optimizer, self.lr = model, optimizer, lr
+
+        def __call__(self, inputs, data_samples=None):
+            with step_graph.device_lr(self.optimizer, self.lr):
+                return step_graph.whole_step(self.model, self.optimizer, inputs)
+
+    monkeypatch.setattr(step_graph, 'StepGraph', EagerGraph)
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type='MoCo', feature_dim=16, queue_size=32)).train()
+    twin = copy.deepcopy(model)
+    wrappers = [OptimWrapper(torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9,
+                                             weight_decay=1e-4)) for m in (model, twin)]
+    gen = torch.Generator().manual_seed(1)
+    batches = [dict(inputs=[torch.randn(8, 3, 16, 16, generator=gen) for _ in range(2)])
+               for _ in range(5)]
+    rates = [0.1, 0.08, 0.05, 0.03, 0.01]
+    rng = torch.get_rng_state()
+    step = GraphedTrainStep(model, lambda: 0, lr_on_device=True)
+    for rate, data in zip(rates, batches):
+        wrappers[0].optimizer.param_groups[0]['lr'] = rate
+        step(copy.deepcopy(data), wrappers[0])
+    torch.set_rng_state(rng)
+    for rate, data in zip(rates, batches):
+        wrappers[1].optimizer.param_groups[0]['lr'] = rate
+        type(twin).train_step(twin, copy.deepcopy(data), wrappers[1])
+    assert step.captures == 1 and step.lr[0].item() == pytest.approx(0.01)
+    group = wrappers[0].optimizer.param_groups[0]
+    assert group['lr'] == 0.01 and not group['fused'] and group['foreach'] is None
+    for (name, ours), theirs in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-7), name
+
+
 @pytest.mark.cuda
-def test_a_graphed_run_trains_as_the_eager_run(tmp_path):
+@pytest.mark.parametrize('lr_on_device', [False, True])
+def test_a_graphed_run_trains_as_the_eager_run(tmp_path, lr_on_device):
     """On a GPU (fp32, TF32 off), MoCo-v2 digits without shuffle-BN (a step that draws nothing
     at random): the graphed run captures once per epoch after its first (eager) step, every
     loss is finite, and its first replays give the eager run's losses (relative 1e-4: the
     captured kernels may differ from eager ones in the last bits; later steps drift apart as
     small-batch training amplifies such differences). The graph restores the model's own step
-    after training."""
+    after training. The same with the learning rate read from the device."""
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
         graphed, _, runner = _train(_cfg(tmp_path / 'graph', 'mocov2', graph=True,
-                                         shuffle_bn='off'))
+                                         lr_on_device=lr_on_device, shuffle_bn='off'))
         eager, _, _ = _train(_cfg(tmp_path / 'eager', 'mocov2', graph=False,
                                   shuffle_bn='off'))
     finally:

@@ -60,21 +60,29 @@ def test_every_step_captures_and_trains_in_place(method, tiny_backbones):
 
 
 @pytest.mark.cuda
-def test_the_replayed_step_equals_the_eager_step(tiny_backbones):
+@pytest.mark.parametrize('lr_on_device', [False, True])
+def test_the_replayed_step_equals_the_eager_step(lr_on_device, tiny_backbones):
     """SimCLR draws nothing inside its step: fp32 (TF32 off), three replays give the eager
-    step's losses and weights (relative 1e-4: kernels may differ between capture and eager)."""
+    step's losses and weights (relative 1e-4: kernels may differ between capture and eager).
+    With the learning rate on the device (`device_lr`), each replay reads a new one, as the
+    eager step does from the group's number."""
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
         model, optimizer = build('simclr', 'cuda')
         twin, twin_optimizer = copy.deepcopy((model, optimizer))
-        graph = StepGraph(model, optimizer, batch(0, 'cuda'), warmup=2)
+        lr = [torch.tensor(0.1, device='cuda')] if lr_on_device else None
+        graph = StepGraph(model, optimizer, batch(0, 'cuda'), warmup=2, lr=lr)
         for _ in range(2):
             whole_step(twin, twin_optimizer, batch(0, 'cuda'))
-        for seed in range(1, 4):
+        for seed, rate in zip(range(1, 4), (0.1, 0.05, 0.02) if lr_on_device else (0.1,) * 3):
+            if lr_on_device:
+                lr[0].fill_(rate)
+                twin_optimizer.param_groups[0]['lr'] = rate
             ours = graph(batch(seed, 'cuda'))['loss'].clone()
             theirs = whole_step(twin, twin_optimizer, batch(seed, 'cuda'))['loss']
             assert torch.allclose(ours, theirs, rtol=1e-4, atol=0), (seed, ours, theirs)
+        assert optimizer.param_groups[0]['lr'] == 0.1  # the group's own number
         for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
             assert (a - b).float().norm() <= 1e-4 * b.float().norm() + 1e-6, name
     finally:
