@@ -1,7 +1,7 @@
 """`validate_config`: what a config names, built through mmengine's registries without data (the
-model on the meta device, the optimizer and schedulers on it, hooks, metrics, the log processor,
-the visualisation backends, each loader over a stand-in dataset; the rest: its signature), then
-the rules across keys (rules.py). A refusal is one `ConfigError` line naming the key path."""
+model on the meta device, optimizer, schedulers, hooks, metrics, log processor, vis backends,
+loaders over a stand-in dataset; the rest: its signature), then the rules across keys (rules.py).
+A refusal is one `ConfigError` line naming the key path."""
 import collections
 import copy
 import inspect
@@ -28,13 +28,11 @@ from benchmark.engine.config.rules import check_run, check_values
 from benchmark.engine.train_views import place_views
 from methods.backbones import build_resnet
 
-# Runner.register_default_hooks: the names a default_hooks entry overrides.
 DEFAULT_HOOK_NAMES = ('runtime_info', 'timer', 'sampler_seed', 'logger', 'param_scheduler',
-                      'checkpoint')
+                      'checkpoint')  # Runner.register_default_hooks: what default_hooks override
 STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
 # The models built last, by their section (a suite checks a few configs for many runs).
-BUILT_MODELS: collections.OrderedDict = collections.OrderedDict()
-KEPT_MODELS = 8
+BUILT_MODELS, KEPT_MODELS = collections.OrderedDict(), 8
 
 
 # The keys the Runner reads besides its arguments (the last three are the file's): their types.
@@ -42,9 +40,8 @@ RUNNER_KEYS = dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
                    find_unused_parameters=bool, compile=Union[bool, dict],
                    activation_checkpointing=Any, efficient_conv_bn_eval=Any, custom_imports=dict,
                    _base_=Any, vis_backends=Any)
-# The sections the Runner reads key by key (the signature, or {key: types}, their keys fit) or
-# builds itself (the registry of their type; the log processor built, the others by their
-# keywords): (key path, the signature or registry, the default type, the keys mmengine passes).
+# The sections the Runner reads key by key (a signature or {key: types}) or builds (a registry;
+# the log processor built, the others by keywords): (path, that, default type, keys it passes).
 SECTIONS = [('env_cfg', dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
                              resource_limit=int), None, ()),
             ('env_cfg.mp_cfg', set_multi_processing, None, ('distributed',)),
@@ -57,21 +54,21 @@ SECTIONS = [('env_cfg', dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_c
 
 
 def typed(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
-          skip: Iterable[str] = (), extra: Iterable[str] = ()) -> Any:
-    """The type `section` names in `registry`, once the keywords it gives fit that type."""
+          skip: Union[Iterable[str], Callable] = (), extra: Iterable[str] = ()) -> Any:
+    """The type `section` names in `registry`, once its keys (but `skip` or `skip(type)`) fit it."""
     require_dict(section, path)
     if 'type' not in section and default_type is None:
         raise ConfigError(f'{path}.type: missing')
     cls = lookup(registry, section.get('type', default_type), path)
-    check_call(section, cls, path, skip, {*extra, 'type', '_scope_'})
+    check_call(section, cls, path, skip(cls) if callable(skip) else skip,
+               {*extra, 'type', '_scope_'})
     return cls
 
 
 def build(registry: Any, section: Any, path: str, default_type: Optional[str] = None,
           skip: Iterable[str] = (), extra: Iterable[str] = (), drop: Iterable[str] = (),
           **default_args: Any) -> Any:
-    """What ``registry.build`` makes of `section` once it is `typed` (without the keys in
-    `drop`, which mmengine takes out first)."""
+    """``registry.build`` of `section` once it is `typed` (less `drop`: mmengine takes them out)."""
     cls = typed(registry, section, path, default_type, skip, extra)
     return attempt(lambda given: registry.build(dict(
         {k: copy.deepcopy(v) for k, v in given.items() if k not in drop}, type=cls),
@@ -95,9 +92,8 @@ def bind(check: Callable, section: dict, path: str, owner: Any, *first: Any) -> 
 
 def items(section: Any, path: str) -> list:
     """(item, path) of a list section (``custom_hooks.0``, as --cfg-options spells it) or a dict."""
-    if isinstance(section, (list, tuple)):
-        return [(item, f'{path}.{i}') for i, item in enumerate(section)]
-    return [(section, path)]
+    return [(item, f'{path}.{i}') for i, item in enumerate(section)] if isinstance(
+        section, (list, tuple)) else [(section, path)]
 
 
 def check_model(model: Any) -> torch.nn.Module:
@@ -143,12 +139,9 @@ def check_optimizer(cfg: dict, model: torch.nn.Module) -> None:
 
 
 def check_hooks(defaults: dict, custom: list, cfg: dict) -> None:
-    """A default hook by a name of the Runner's (or with a type), then the custom ones; a hook
-    with a `check_config` sees the whole config."""
-    for name, hook in defaults.items():
-        if isinstance(hook, dict) and 'type' not in hook and name not in DEFAULT_HOOK_NAMES:
-            raise ConfigError(f"unknown key 'default_hooks.{name}'"
-                              f'{did_you_mean(name, DEFAULT_HOOK_NAMES, "default_hooks")}')
+    """Default hooks by a Runner's name (or a type), then custom ones; `check_config` sees all."""
+    check_keys({n: h for n, h in defaults.items() if isinstance(h, dict) and 'type' not in h},
+               DEFAULT_HOOK_NAMES, 'default_hooks')
     for hook, path in [(h, f'default_hooks.{n}') for n, h in defaults.items() if h is not None] \
             + items(custom, 'custom_hooks'):
         require_dict(hook, path)
@@ -180,9 +173,7 @@ def check_loader(loader: Any, path: str, cfg: dict) -> None:
               skip={'sampler', 'batch_size'})
     for key in ('collate_fn', 'worker_init_fn'):  # its first argument is the DataLoader's
         if isinstance(loader.get(key), dict):
-            fn = typed(FUNCTIONS, loader[key], f'{path}.{key}')
-            check_call(loader[key], fn, f'{path}.{key}', skip=list(accepted(fn)[0])[:1],
-                       extra={'type', '_scope_'})
+            typed(FUNCTIONS, loader[key], f'{path}.{key}', skip=lambda fn: [*accepted(fn)[0]][:1])
     seed = (cfg.get('randomness') or {}).get('seed')  # given, it spares the sampler drawing one
     attempt(lambda given: Runner.build_dataloader(
         dict(copy.deepcopy(given), dataset=STAND_IN), seed=seed if isinstance(seed, int) else 0),
@@ -190,8 +181,7 @@ def check_loader(loader: Any, path: str, cfg: dict) -> None:
 
 
 def check_loop(loop: Any, path: str, cfg: dict) -> None:
-    """Runner.build_*_loop's keywords (a loop needs a runner): `type`, or (training) `by_epoch`
-    choosing the epoch or iteration loop."""
+    """Runner.build_*_loop's keywords: `type`, or (training) `by_epoch`: the epoch or iter loop."""
     require_dict(loop, path)
     default = {'val_cfg': 'ValLoop', 'test_cfg': 'TestLoop'}.get(path)
     if path == 'train_cfg':
@@ -250,9 +240,7 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     top = cfg.to_dict() if isinstance(cfg, Config) else copy.deepcopy(dict(cfg))
     check_values(top)
     place_views(top, torch.cuda.is_available() if cuda is None else cuda)  # as the run will
-    with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
-        warnings.simplefilter('ignore')
+    with warnings.catch_warnings(action='ignore'):  # e.g. on more workers than cores: the run's
         check_sections(top)
-    # tools/dist_train.sh sets WORLD_SIZE for its check as well
     check_run(top, int(os.environ.get('WORLD_SIZE', '1')) if world_size is None else world_size)
 

@@ -187,7 +187,6 @@ def refused(err: BaseException, section: dict, path: str, owner: Any,
     value = dict(nodes(section))[keys[0]]
     shown = '' if isinstance(value, dict) else f'={value!r}'
     quoted, name = set(re.findall(r"'([^']+)'", message)), keys[0].split('.')[-1]
-    wrong = name if name in quoted else value if isinstance(value, str) else None
-    # a did-you-mean over the message's choices
+    wrong = name if name in quoted else value if isinstance(value, str) else None  # of its choices
     close = did_you_mean(wrong, quoted - {wrong}) if wrong is not None else ''
     return ConfigError(f'{join_path(path, keys[0])}{shown} refused by {owner}: {message}{close}')

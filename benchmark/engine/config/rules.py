@@ -1,8 +1,6 @@
-"""What no constructor refuses, as tables: a row per rule and the one line it says. `VALUES`: a
-key pattern ('*' for any keys between) and the rule its value must pass. `METHOD`, `BATCH` (and
-the views' `TRAIN_VIEWS`, `PAIRING` in engine/train_views.py): (a test of the facts the table
-reads, the line said where it returns something true, formatted with the facts and ``it``, what
-it returned)."""
+"""What no constructor refuses, as tables of one line each. `VALUES`: a key pattern ('*': any keys
+between) and the rule its value passes. `METHOD`, `BATCH` (and engine/train_views.py's): a test of
+the facts and the line said where it returns something true (formatted with them and ``it``)."""
 import fnmatch
 import math
 import re
@@ -102,11 +100,10 @@ VALUES = {
     'param_scheduler*.step_size': SIZE, 'param_scheduler*.milestones': steps(),
     'param_scheduler*.gamma': POSITIVE, 'param_scheduler*.eta_min*': number('>= 0', none=True),
     'param_scheduler*factor': number('in (0, 1]'),  # Constant, Linear
-    'optim_wrapper.optimizer.lr': POSITIVE, 'optim_wrapper.optimizer.eps': POSITIVE,
+    'optim_wrapper.optimizer.lr': POSITIVE, 'optim_wrapper.clip_grad.max_norm': POSITIVE,
+    'optim_wrapper.optimizer.eps': POSITIVE, 'optim_wrapper.paramwise_cfg*mult': number('>= 0'),
     'optim_wrapper.optimizer.momentum': number('in [0, 1)'),
     'optim_wrapper.optimizer.dampening': number('in [0, 1]'),
-    'optim_wrapper.paramwise_cfg*mult': number('>= 0'),
-    'optim_wrapper.clip_grad.max_norm': POSITIVE,
     '*_dataloader.prefetch_factor': number('>= 1', whole=True, none=True),
     'compile.mode': choice(None, *COMPILE_MODES), 'sync_bn': choice(None, 'torch', 'mmcv'),
 }
@@ -135,8 +132,7 @@ def refuse(rows: Rows, **facts: Any) -> None:
     """Raise the line of the first row that refuses these facts."""
     given = SimpleNamespace(**facts)
     for test, line in rows:
-        it = test(given)
-        if it:
+        if it := test(given):
             raise ConfigError(line.format(it=it, **facts))
 
 
