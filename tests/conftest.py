@@ -153,6 +153,50 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001
                       f'(was {sorted(map(int, before))}); put back')
 
 
+LAST_RUN = ROOT / 'results' / 'tests' / 'last_run.md'  # the whole suite's last run, cited by README
+OUTCOMES = ('passed', 'failed', 'skipped', 'error')
+
+
+STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[STARTED] = time.monotonic()
+
+
+def last_run_text(counts: dict, seconds: float, workers: int, cores: int, cpu: str,
+                  commit: Optional[str], when: str) -> str:
+    """The record of a run of the whole suite: its counts, time, workers and CPU."""
+    minutes, rest = divmod(round(seconds), 60)
+    row = ' | '.join(f'{counts.get(k, 0):,}' for k in OUTCOMES)
+    return ('# The tests\' last run\n\n'
+            f'`make test` (the whole suite in {workers or 1} process(es)) on {when}, at '
+            f"commit {(commit or 'unknown')[:12]}, on {cores} core(s) of {cpu}; "
+            'written by the run itself (tests/conftest.py).\n\n'
+            f"| {' | '.join(OUTCOMES)} | time |\n|{'---|' * (len(OUTCOMES) + 1)}\n"
+            f'| {row} | {minutes} min {rest} s |\n')
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
+    """A run of the whole suite (no path, -k, -m, --lf, -x, --deselect or --co) records itself
+    in LAST_RUN."""
+    from benchmark.reports.provenance import cpu_model, git_state
+    option = config.option
+    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS and not (
+        option.keyword or option.markexpr or option.lf or option.maxfail or option.deselect
+        or option.collectonly)
+    if not whole or 'PYTEST_XDIST_WORKER' in os.environ or STARTED not in config.stash:
+        return
+    counts = {k: len(terminalreporter.stats.get(k, [])) for k in OUTCOMES}
+    text = last_run_text(counts, time.monotonic() - config.stash[STARTED],
+                         getattr(config.option, 'numprocesses', 0) or 0, os.cpu_count() or 1,
+                         cpu_model(),
+                         git_state()['commit'], time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
+    LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+    LAST_RUN.write_text(text)
+    terminalreporter.write_line(f'this run: {LAST_RUN.relative_to(ROOT)}')
+
+
 REQUIRE_SLURM = 'REQUIRE_SLURM'  # =1 (CI): a `slurm` test without a reachable SLURM fails
 
 

@@ -185,3 +185,13 @@ def test_relative_links_lead_to_existing_files_and_headings(page):
                 file.read_text(encoding='utf-8')):
             broken.append(f'{target}: no such heading in {file.relative_to(REPO_ROOT)}')
     assert not broken, f'{page.relative_to(REPO_ROOT)}: ' + '; '.join(broken)
+
+
+def test_a_whole_run_of_the_tests_is_recorded_in_one_form():
+    """`make test` writes its counts, time and CPU (tests/conftest.py: `last_run_text`)."""
+    from tests.conftest import last_run_text
+    text = last_run_text({'passed': 1994, 'skipped': 26}, 589.4, 3, 2,
+                         'AMD EPYC (family 25, model 17, AVX-512)', 'd6cbee0' * 6,
+                         '2026-11-29 21:25 UTC')
+    assert '| 1,994 | 0 | 26 | 0 | 9 min 49 s |' in text and 'commit d6cbee0d6cbe,' in text
+    assert 'on 2 core(s) of AMD EPYC (family 25, model 17, AVX-512)' in text
