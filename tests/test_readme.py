@@ -195,3 +195,21 @@ def test_a_whole_run_of_the_tests_is_recorded_in_one_form():
                          '2026-11-29 21:25 UTC')
     assert '| 1,994 | 0 | 26 | 0 | 9 min 49 s |' in text and 'commit d6cbee0d6cbe,' in text
     assert 'on 2 core(s) of AMD EPYC (family 25, model 17, AVX-512)' in text
+
+
+def test_readme_cites_the_tests_last_run_a_passing_run_of_the_whole_suite():
+    """README cites the file a whole run of the tests writes, and the committed one is a
+    passing run of the whole suite, in the form `last_run_text` writes."""
+    from tests.conftest import LAST_RUN, last_run_text
+    assert LAST_RUN.relative_to(REPO_ROOT).as_posix() in (REPO_ROOT / 'README.md').read_text()
+    committed = LAST_RUN.read_text()
+    found = re.search(r'in (\d+) process\(es\)\) on (.+?), at commit (\w+), on (\d+) core\(s\) '
+                      r'of (.+?); .*\n\| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| '
+                      r'(\d+) min (\d+) s \|', committed, re.S)
+    assert found, committed
+    workers, when, commit, cores, cpu = found.group(1, 2, 3, 4, 5)
+    passed, failed, skipped, errors = (int(n.replace(',', '')) for n in found.group(6, 7, 8, 9))
+    assert failed == errors == 0 and passed > 1000
+    assert last_run_text(dict(passed=passed, failed=0, skipped=skipped, error=0),
+                         60 * int(found[10]) + int(found[11]), int(workers), int(cores), cpu,
+                         commit, when) == committed
