@@ -91,15 +91,14 @@ def finish(name, proc) -> str:
     return out
 
 
-STOPS = {'time-limit-warning': ['scancel', '--signal=USR2'], 'requeue': ['scontrol', 'requeue']}
+# `scontrol requeue` (PreemptMode=REQUEUE) is the two-node test's stop (test_slurm_two_nodes.py).
+STOPS = {'time-limit-warning': ['scancel', '--signal=USR2']}
 
 
 def test_stopped_jobs_save_are_requeued_and_resume_bit_identical(
         real_slurm, tmp_path, tiny_data, reference_1p, monkeypatch):
-    """USR2, as SLURM sends it `signal_delay_s` before the time limit (submitit checkpoints the
-    task and requeues the job), and `scontrol requeue`, as PreemptMode=REQUEUE does (SLURM sends
-    SIGTERM to the task only, under cgroup tracking; the task passes it on): each to a suite of
-    its own, the two at once (their waits for SLURM overlap)."""
+    """USR2, as SLURM sends it `signal_delay_s` before the time limit: submitit checkpoints the
+    task and requeues the job."""
     started = {kind: start_paused(tmp_path / kind, tiny_data, monkeypatch) for kind in STOPS}
     outs = {}
     try:
@@ -121,10 +120,7 @@ def test_stopped_jobs_save_are_requeued_and_resume_bit_identical(
         assert f'iter_{AT}.pth after iteration {AT}' in train_log, (kind, train_log[-3000:])
         assert f'resumed epoch: {AT // STEPS[1]}, iter: {AT}' in train_log, kind
         job_logs = ''.join(p.read_text() for p in (work.parent / 'submitit').glob('*/*_log.*'))
-        if kind == 'time-limit-warning':
-            assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
-        else:
-            assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs
+        assert 'Caught signal SIGUSR2' in job_logs and 'Requeued job' in job_logs
         runs = tmp_path / kind / f'results/suites/{name}/runs'
         assert len(list(runs.glob('*.json'))) == 1, kind
         final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
@@ -145,7 +141,7 @@ def test_a_cancelled_job_saves_and_says_how_to_resume(linuxproc, tmp_path, tiny_
     """scancel under linuxproc tracking: SIGTERM reaches every process of the job at once, the
     training included. The training saves at the signal and the suite says the run was
     stopped; rerunning it resumes (as above). (Under cgroup tracking SIGTERM reaches the task
-    only, which passes it on: the `scontrol requeue` case above.)"""
+    only, which passes it on: `scontrol requeue` in test_slurm_two_nodes.py.)"""
     name, proc, work, job = submit_paused(tmp_path, tiny_data, monkeypatch)
     subprocess.run(['scancel', job], check=True, timeout=30)
     out = finish(name, proc)

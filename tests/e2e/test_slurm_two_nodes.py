@@ -92,6 +92,9 @@ def test_one_run_across_two_nodes_is_requeued_and_resumes_bit_identical(
     assert log.count('\n==== ') == 2 and 'exiting with 143' in log, log[-3000:]
     assert f'resumed epoch: {AT // STEPS[2]}, iter: {AT}' in log, log[-3000:]
     assert (work / 'suite_train.log.rank1').read_text().count('\n==== ') == 2
+    # as PreemptMode=REQUEUE does: SLURM sends SIGTERM to the tasks only, which pass it on
+    job_logs = ''.join(p.read_text() for p in (work.parent / 'submitit').glob('*/*_log.*'))
+    assert 'requeued by SLURM; it resumes when SLURM starts it again' in job_logs, job_logs[-3000:]
     assert len(list((tmp_path / f'results/suites/{name}/runs').glob('*.json'))) == 1
     assert differing(reference_2p.weights, load_weights(str(work / f'epoch_{EPOCHS}.pth'))) == []
 
