@@ -183,15 +183,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG0
     from benchmark.reports.provenance import cpu_model, git_state
     option = config.option
     whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS and not (
-        option.keyword or option.markexpr or option.lf or option.maxfail or option.deselect
-        or option.collectonly)
+        option.keyword or option.markexpr or getattr(option, 'lf', False) or option.maxfail
+        or option.deselect or option.collectonly)
     if not whole or 'PYTEST_XDIST_WORKER' in os.environ or STARTED not in config.stash:
         return
     counts = {k: len(terminalreporter.stats.get(k, [])) for k in OUTCOMES}
     text = last_run_text(counts, time.monotonic() - config.stash[STARTED],
-                         getattr(config.option, 'numprocesses', 0) or 0, os.cpu_count() or 1,
-                         cpu_model(),
-                         git_state()['commit'], time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
+                         getattr(option, 'numprocesses', 0) or 0, os.cpu_count() or 1,
+                         cpu_model(), git_state()['commit'],
+                         time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
     LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
     LAST_RUN.write_text(text)
     terminalreporter.write_line(f'this run: {LAST_RUN.relative_to(ROOT)}')
