@@ -35,11 +35,10 @@ STAND_IN = range(256)  # the dataset a loader is built over: indices, no file
 BUILT_MODELS, KEPT_MODELS = collections.OrderedDict(), 8
 
 
-# The keys the Runner reads besides its arguments (the last three are the file's): their types.
-RUNNER_KEYS = dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str],
-                   find_unused_parameters=bool, compile=Union[bool, dict],
-                   activation_checkpointing=Any, efficient_conv_bn_eval=Any, custom_imports=dict,
-                   _base_=Any, vis_backends=Any)
+# Keys the Runner reads besides its arguments (custom_imports, _base_, vis_backends: the file's).
+RUNNER_KEYS = dict(model_wrapper_cfg=Optional[dict], sync_bn=Optional[str], custom_imports=dict,
+                   find_unused_parameters=bool, compile=Union[bool, dict], _base_=Any,
+                   activation_checkpointing=Any, efficient_conv_bn_eval=Any, vis_backends=Any)
 # The sections the Runner reads key by key (a signature or {key: types}) or builds (a registry;
 # the log processor built, the others by keywords): (path, that, default type, keys it passes).
 SECTIONS = [('env_cfg', dict(cudnn_benchmark=bool, mp_cfg=Optional[dict], dist_cfg=Optional[dict],
@@ -240,7 +239,8 @@ def validate_config(cfg: Config, world_size: Optional[int] = None,
     top = cfg.to_dict() if isinstance(cfg, Config) else copy.deepcopy(dict(cfg))
     check_values(top)
     place_views(top, torch.cuda.is_available() if cuda is None else cuda)  # as the run will
-    with warnings.catch_warnings(action='ignore'):  # e.g. on more workers than cores: the run's
+    with warnings.catch_warnings():  # e.g. torch's on more workers than cores: the run warns
+        warnings.simplefilter('ignore')
         check_sections(top)
     check_run(top, int(os.environ.get('WORLD_SIZE', '1')) if world_size is None else world_size)
 
