@@ -55,10 +55,18 @@ def whole_step(model: nn.Module, optimizer: Optimizer, inputs: Sequence[Tensor],
 def device_lr(optimizer: Optimizer, lr: Optional[Sequence[Tensor]]) -> Iterator[None]:
     """Within it, the optimizer's steps read each group's learning rate from its 0-dim tensor in
     `lr` (SGD's fused form: its foreach form reads a tensor back to the host); the groups' own
-    numbers come back after. None: nothing changes."""
+    numbers come back after. None: nothing changes. A parameter with a gradient gets a momentum
+    buffer of its own layout where it has none (zeros: SGD's first step where dampening is 0)
+    or one of another layout (a copy), as the fused kernel requires."""
     saved = [dict(group) for group in optimizer.param_groups]
     for group, rate in zip(optimizer.param_groups, lr or ()):
         group.update(lr=rate, fused=True, foreach=False)
+        for p in group['params'] if group['momentum'] else ():  # the fused kernel wants a
+            state = optimizer.state[p]  # momentum buffer of the parameter's layout for each
+            buffer = state.get('momentum_buffer')
+            if p.grad is not None and (buffer is None or buffer.stride() != p.stride()):
+                state['momentum_buffer'] = (torch.zeros_like(p) if buffer is None
+                                            else torch.empty_like(p).copy_(buffer))
     try:
         yield
     finally:
@@ -93,7 +101,7 @@ class StepGraph:
                              'run the eager step elsewhere')
         if warmup < 0:
             raise ValueError(f'StepGraph: warmup must be >= 0, got {warmup}')
-        self.model, self.optimizer, self.dtype = model, optimizer, dtype
+        self.model, self.optimizer, self.dtype, self.lr = model, optimizer, dtype, lr
         self.inputs = [x.detach().clone(memory_format=_layout(x)) for x in inputs]
         self.samples = None if data_samples is None else data_samples.detach().clone()
         step = functools.partial(whole_step, model, optimizer, self.inputs, dtype, self.samples)

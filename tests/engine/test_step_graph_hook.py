@@ -23,7 +23,8 @@ from tests.conftest import ROOT
 ITERATIONS = 6
 
 
-def _cfg(tmp_path, method: str, graph: bool, lr_on_device: bool = False, **model) -> Config:
+def _cfg(tmp_path, method: str, graph: bool, lr_on_device: bool = False,
+         per_iteration_lr: bool = False, **model) -> Config:
     cfg = load_config(str(ROOT / f'configs/{method}_r18_digits.py'))
     cfg.merge_from_dict({'train_dataloader.batch_size': 8, 'train_dataloader.num_workers': 0,
                          'train_dataloader.persistent_workers': False,
@@ -33,6 +34,9 @@ def _cfg(tmp_path, method: str, graph: bool, lr_on_device: bool = False, **model
     if 'queue_size' in cfg.model:
         cfg.model.queue_size = 32
     cfg.model.update(model)
+    if per_iteration_lr:  # a new learning rate every step
+        cfg.param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, begin=0,
+                                    end=ITERATIONS)]
     cfg.custom_hooks = [dict(type='RunInfoHook'), dict(type='NaNGuardHook')]
     if graph:
         cfg.custom_hooks.append(dict(type='StepGraphHook', lr_on_device=lr_on_device))
@@ -219,6 +223,35 @@ def test_with_the_learning_rate_on_the_device_a_schedule_needs_no_new_capture(mo
         assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-7), name
 
 
+def test_device_lr_steps_as_sgd_does_a_parameter_without_momentum_buffer_included():
+    """SGD's fused form reading its learning rate from a tensor (`device_lr`) steps as the
+    foreach form at that rate, a parameter that had no gradient at the first step (no momentum
+    buffer yet) and one whose buffer has another layout included; after it the group's own
+    numbers are back."""
+    from benchmark.engine.step_graph import device_lr
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(4, 3)),
+            torch.nn.Parameter(torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last))]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    optimizers = [torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-4)
+                  for ps in (ours, theirs)]
+    for params, optimizer in zip((ours, theirs), optimizers):
+        params[0].grad = torch.ones_like(params[0])  # the second has no gradient yet
+        optimizer.step()
+        for p in params:
+            p.grad = torch.full_like(p, 0.5)
+    buffer = optimizers[0].state[ours[0]]['momentum_buffer']  # the same values, transposed
+    optimizers[0].state[ours[0]]['momentum_buffer'] = torch.empty(3, 4).t().copy_(buffer)
+    optimizers[1].param_groups[0]['lr'] = 0.05
+    with device_lr(optimizers[0], [torch.tensor(0.05)]):
+        optimizers[0].step()
+    optimizers[1].step()
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-7) for a, b in zip(ours, theirs))
+    assert all(optimizers[0].state[p]['momentum_buffer'].stride() == p.stride() for p in ours)
+    group = optimizers[0].param_groups[0]
+    assert group['lr'] == 0.1 and not group['fused'] and group['foreach'] is None
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize('lr_on_device', [False, True])
 def test_a_graphed_run_trains_as_the_eager_run(tmp_path, lr_on_device):
@@ -227,14 +260,16 @@ def test_a_graphed_run_trains_as_the_eager_run(tmp_path, lr_on_device):
     loss is finite, and its first replays give the eager run's losses (relative 1e-4: the
     captured kernels may differ from eager ones in the last bits; later steps drift apart as
     small-batch training amplifies such differences). The graph restores the model's own step
-    after training. The same with the learning rate read from the device."""
+    after training. The same with the learning rate read from the device, under a schedule
+    that changes it every step (still one capture per epoch)."""
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
         graphed, _, runner = _train(_cfg(tmp_path / 'graph', 'mocov2', graph=True,
-                                         lr_on_device=lr_on_device, shuffle_bn='off'))
+                                         lr_on_device=lr_on_device,
+                                         per_iteration_lr=lr_on_device, shuffle_bn='off'))
         eager, _, _ = _train(_cfg(tmp_path / 'eager', 'mocov2', graph=False,
-                                  shuffle_bn='off'))
+                                  per_iteration_lr=lr_on_device, shuffle_bn='off'))
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
     hook = next(h for h in runner.hooks if type(h).__name__ == 'StepGraphHook')
