@@ -177,23 +177,28 @@ def last_run_text(counts: dict, seconds: float, workers: int, cores: int, cpu: s
             f'| {row} | {minutes} min {rest} s |\n')
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
-    """A run of the whole suite (no path, -k, -m, --lf, -x, --deselect or --co) records itself
-    in LAST_RUN."""
-    from benchmark.reports.provenance import cpu_model, git_state
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """A passing run of the whole suite (no path, -k, -m, --lf, --sw, -x, --deselect, --ignore,
+    --co, --fixtures or --setup-plan) records itself in LAST_RUN."""
     option = config.option
-    whole = config.args_source is pytest.Config.ArgsSource.TESTPATHS and not (
-        option.keyword or option.markexpr or getattr(option, 'lf', False) or option.maxfail
-        or option.deselect or option.collectonly)
-    if not whole or 'PYTEST_XDIST_WORKER' in os.environ or STARTED not in config.stash:
-        return
+    partial = ('keyword', 'markexpr', 'lf', 'stepwise', 'maxfail', 'deselect', 'ignore',
+               'ignore_glob', 'collectonly', 'showfixtures', 'setupplan', 'setuponly')
     counts = {k: len(terminalreporter.stats.get(k, [])) for k in OUTCOMES}
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS or exitstatus != 0 or any(
+            getattr(option, name, None) for name in partial) or not counts['passed'] or (
+            'PYTEST_XDIST_WORKER' in os.environ or STARTED not in config.stash):
+        return
+    from benchmark.reports.provenance import cpu_model, git_state
     text = last_run_text(counts, time.monotonic() - config.stash[STARTED],
                          getattr(option, 'numprocesses', 0) or 0, os.cpu_count() or 1,
                          cpu_model(), git_state()['commit'],
                          time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
-    LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
-    LAST_RUN.write_text(text)
+    try:
+        LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+        LAST_RUN.write_text(text)
+    except OSError as err:  # a read-only checkout: the run passed all the same
+        terminalreporter.write_line(f'this run is not recorded: {err}')
+        return
     terminalreporter.write_line(f'this run: {LAST_RUN.relative_to(ROOT)}')
 
 
