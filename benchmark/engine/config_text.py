@@ -44,6 +44,22 @@ def pretty_text(cfg: Union[Config, dict]) -> str:
     return ''.join(formatted_statement(part) for part in parts)
 
 
+class FormattedConfig(Config):
+    """A Config whose `pretty_text` is `pretty_text`'s: mmengine asks for the text at every
+    checkpoint it saves, and when it logs and dumps the config, formatting it whole each time."""
+
+    @property
+    def pretty_text(self) -> str:
+        return pretty_text(self) if self._format_python_code else super().pretty_text
+
+
+def formatted(cfg: Config) -> FormattedConfig:
+    """`cfg` as a `FormattedConfig` (a shallow copy, as `copy.copy` makes)."""
+    out = FormattedConfig.__new__(FormattedConfig)
+    out.__dict__.update(copy.copy(cfg).__dict__)
+    return out
+
+
 # Where and how a run is placed, not what it computes: left out of its identity, so a resumed
 # run, a torchrun and a SLURM launch and another work dir give one config_sha256.
 PLACEMENT_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')

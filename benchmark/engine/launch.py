@@ -30,7 +30,7 @@ from benchmark.engine.compat import (allow_mmengine_checkpoints, forget_run_inst
                                      setup_cpu_distributed)
 from benchmark.engine.config.check import validate_config
 from benchmark.engine.config_file import merge_options, read_config
-from benchmark.engine.config_text import config_identity, config_setting
+from benchmark.engine.config_text import config_identity, config_setting, formatted
 from benchmark.engine.preemption import PreemptionHook
 from benchmark.engine.prefetch_loop import use_prefetch_loop
 from benchmark.engine.progress import ProgressHook
@@ -144,6 +144,7 @@ def prepare_run(args: Any, resume_wait_s: float = RESUME_WAIT_S) -> Optional[Pre
     choose_resume(cfg, args.resume)  # once the work dir is ours (another may be writing there)
     identity = dict(config_text=config_identity(declared),
                     setting=config_setting(declared, args.config))
+    cfg = formatted(cfg)  # the Runner's: its text formatted once, not at every checkpoint
     pin_batches(cfg, torch.cuda.is_available())
     use_prefetch_loop(cfg)  # device views: the next batch's drawn while the step runs
     use_channels_last_wrapper(cfg)  # DDP wraps an NHWC model (bit-identical resume)

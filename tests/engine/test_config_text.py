@@ -38,3 +38,28 @@ def test_pretty_text_formats_a_statement_once():
     pretty_text(cfg)
     after = formatted_statement.cache_info()
     assert after.misses - before.misses == 1 and after.hits - before.hits == len(cfg.keys()) - 1
+
+
+def test_a_runs_config_formats_each_statement_once_however_often_mmengine_asks(monkeypatch):
+    """The Runner's config (`formatted`): mmengine's text, each statement formatted once across
+    the checkpoints, logs and dumps of a run, following changes; unformatted text as mmengine's."""
+    import copy
+
+    from benchmark.engine import config_text
+    from benchmark.engine.config_text import FormattedConfig, formatted
+    cfg = Config.fromfile(str(ROOT / 'configs/mocov2_r18_digits.py'))
+    cfg.merge_from_dict({'randomness.seed': 4321})  # a statement no other test formats
+    calls = []
+    format_code = config_text.FormatCode
+    monkeypatch.setattr(config_text, 'FormatCode', lambda *a, **k: (calls.append(1), format_code(
+        *a, **k))[1])
+    config_text.formatted_statement.cache_clear()
+    run = copy.deepcopy(formatted(cfg))  # as Runner.from_cfg copies it
+    assert type(run) is FormattedConfig
+    for _ in range(3):
+        assert run.pretty_text == cfg.pretty_text
+    assert len(calls) == len(cfg.keys())
+    run.merge_from_dict({'train_cfg.max_epochs': 7})
+    assert run.pretty_text == Config(run.to_dict()).pretty_text and len(calls) == len(cfg.keys()) + 1
+    plain = Config(cfg.to_dict(), format_python_code=False)
+    assert formatted(plain).pretty_text == plain.pretty_text
