@@ -8,8 +8,8 @@ the same through tools/train.py and through tools/dist_train.sh: one thread, one
 references also carry their own claims (each evaluated, with wandb offline; tests/e2e/test_train.py
 and tests/e2e/test_train_tool_runs.py check them), so no other test trains them again.
 
-And the two-run digits suite run one run at a time, killed in its second run and restarted
-(`digits_suite`): tests/e2e/test_suite_e2e.py checks the restart,
+And the two-run digits suite run one run at a time, killed in its second run and restarted by
+two suite processes at once (`digits_suite`): tests/e2e/test_suite_e2e.py checks the restart,
 tests/e2e/test_suite_parallel_e2e.py compares the same suite run two at a time with it, and
 tests/e2e/test_export_plain_process.py exports its MoCo-v2 run (writing nothing into it).
 
@@ -262,14 +262,14 @@ DIGITS_SUITE = digits_suite_text(epochs=2, batches=8)
 @dataclasses.dataclass
 class RestartedSuite:
     """`DIGITS_SUITE` (tiny.py in `folder`) run one run at a time, SIGKILLed in its second
-    run's second epoch and started again with the same command."""
+    run's second epoch and started again with the same command by two processes at once."""
     folder: Path
     runs: list  # the suite's Run of each entry
     killed_out: str  # what the first attempt printed
     killed_records: int  # records after the kill
     stamps: dict  # the first run's files: mtime, after the kill
     killed_train_log: str  # the second run's training log after the kill
-    again: subprocess.CompletedProcess  # the second attempt
+    again: list  # the second attempt: two processes started together (CompletedProcess each)
     command: list
     env: dict
 
@@ -302,5 +302,15 @@ def restarted_suite(folder: Path) -> RestartedSuite:
     records = len(list((folder / 'results/suites/tiny/runs').glob('*.json')))
     stamps = {p: p.stat().st_mtime_ns for p in first_run.iterdir() if p.is_file()}
     killed_log = (second_run / 'suite_train.log').read_text()
-    again = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    # Restarted from two terminals at once: one resumes the second run, the other passes over it.
+    procs = [subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        outs = [proc.communicate(timeout=900) for proc in procs]
+        again = [subprocess.CompletedProcess(cmd, proc.returncode, *out)
+                 for proc, out in zip(procs, outs)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
     return RestartedSuite(folder, runs, out, records, stamps, killed_log, again, cmd, env)

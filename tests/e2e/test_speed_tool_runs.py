@@ -89,9 +89,9 @@ def eager_compile(monkeypatch):
 def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tiny_resnets):
     """The --paper grid, its bare steps in bf16 + channels_last (the switches' own steps)."""
     code, out, err, _ = run_main(
-        benchmark_speed, '--paper', '--images', '64', '--input-size', '32', '--batch', '8',
-        '--pipeline-iters', '4', '--pipeline-warmup', '2', '--num-workers', '0',
-        '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views',
+        benchmark_speed, '--paper', '--images', '32', '--input-size', '16', '--batch', '4',
+        '--pipeline-iters', '2', '--pipeline-warmup', '1', '--num-workers', '0',
+        '--repeats', '2', '--warmup', '1', '--skip', 'features', 'knn', 'views', 'loop',
         '--precision', 'bf16', '--channels-last',
         '--data-dir', tmp_path / 'data', '--out-dir', tmp_path)
     assert code == 0, err[-3000:]
@@ -101,13 +101,13 @@ def test_tiny_paper_run_measures_the_grid(tmp_path, eager_compile, run_main, tin
                                         'gpu-bf16-cl-compile']
     assert list(result['compile_speedup']) == ['gpu-bf16-cl']  # measured, whichever way it goes
     settings = result['settings']
-    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 32, 8)
+    assert (settings['depth'], settings['input_size'], settings['batch']) == (18, 16, 4)
     assert (settings['precision'], settings['channels_last']) == ('bf16', True)
     assert all(result['steps'][m]['images_per_s'] > 0 for m in ('mocov2', 'mixco'))
     assert 'Bare steps (bf16, channels_last)' in out and '| pil-bf16-cl |' in out
     for config in result['pipeline'].values():
         for p in config['methods'].values():
-            assert p['iterations'] == 4 and p['images_per_s'] and p['flops_per_image'] > 0  # timed
+            assert p['iterations'] == 2 and p['images_per_s'] and p['flops_per_image'] > 0  # timed
             ms = p['breakdown']['ms']
             assert set(ms) == {'wall', 'wait', 'prepare', 'views', 'step', 'hooks', 'rest'}
             assert ms['prepare'] == 0  # no views drawn ahead on a CPU ('auto')

@@ -1,7 +1,8 @@
 """End to end: a real two-run suite on digits (tiny sizes through the suite's cfg_options),
-killed with SIGKILL in its second run and restarted with the same command (tests/e2e/conftest.py's
-`digits_suite`): the first run is not trained again (its files keep their mtimes), the second
-resumes, the table has both. tests/e2e/test_suite_parallel_e2e.py finds the restarted suite's
+killed with SIGKILL in its second run and restarted with the same command from two terminals at
+once (tests/e2e/conftest.py's `digits_suite`): the first run is not trained again (its files keep
+their mtimes), the second resumes once, in one of the two processes (the other passes over it
+and finds it done), each run has one record, the table has both. tests/e2e/test_suite_parallel_e2e.py finds the restarted suite's
 weights equal to the same suite's run two at a time, bit for bit."""
 import json
 import os
@@ -20,8 +21,19 @@ def test_killed_suite_restarts_without_retraining(digits_suite):
     train_log = suite.killed_train_log
     assert 'saved' in train_log and 'exiting with 143' in train_log  # saved on the way out
 
-    again = suite.again
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    # Restarted by two processes at once: one resumes the second run, the other passes over it
+    # (claimed by the first), finds it done at the end, and trains nothing.
+    outs = '\n\n'.join(p.stdout + p.stderr for p in suite.again)
+    assert [p.returncode for p in suite.again] == [0, 0], outs[-6000:]
+    (again,) = [p for p in suite.again if f'[2/2] {second_run.name}: resumed from ' in p.stdout]
+    (other,) = [p for p in suite.again if p is not again]
+    passed = [line for line in other.stdout.splitlines()
+              if 'claimed by another suite process (pid ' in line]
+    assert passed and all(line.startswith(f'[2/2] {second_run.name}: ') and line.endswith((
+        'coming back to it at the end', 'waiting for it')) for line in passed), outs
+    summary = next(line for line in other.stdout.splitlines() if line.startswith('summary: '))
+    assert summary.startswith('summary: 2 run(s): ') and 'failed' not in summary, outs
+    assert 'not reached' not in summary and 'resumed' not in summary, outs
     lines = again.stdout.splitlines()
     assert lines[1] == f'[1/2] {first_run.name}: done (records exist)'
     assert lines[2].startswith(f'[2/2] {second_run.name}: resumed from ')

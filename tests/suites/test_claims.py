@@ -1,7 +1,7 @@
 """Run claims: a run claimed by another live process (or trained by a trainer of its own) is not
 claimed, naming the holder; a SIGKILLed claimant blocks nothing; the runner passes a held run
 over, comes back to it at the end, waits for it and carries out only what is left. Two real
-suite processes at once: tests/e2e/test_concurrent_suites.py."""
+suite processes at once: the restart of tests/e2e/test_suite_e2e.py."""
 import os
 import re
 import signal
