@@ -2,8 +2,8 @@
 (slurm=dict(cluster='local'): the array's task runs on this machine, as real processes). The
 task trains the shared tiny config and ends with the weights of the uninterrupted run
 (tests/e2e/conftest.py's, one process), bit for bit; the suite's table has the run's record,
-and a rerun submits nothing. Pre-emption, requeue and resume through submitit run on a real
-SLURM (tests/e2e/test_real_slurm.py)."""
+and a rerun (in-process) submits nothing. Pre-emption, requeue and resume through submitit run
+on a real SLURM (tests/e2e/test_real_slurm.py)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +13,7 @@ from benchmark.harness.faults.runs import differing, load_weights
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
 from tests.e2e.conftest import EPOCHS, run_env, tiny_config
+from tools import run_suite
 
 SUITE = """
 configs = [{config!r}]
@@ -22,7 +23,8 @@ slurm = dict(cluster='local', time='2:00:00')
 """
 
 
-def test_a_task_through_the_local_executor_trains_and_records(tmp_path, tiny_data, reference_1p):
+def test_a_task_through_the_local_executor_trains_and_records(tmp_path, tiny_data, reference_1p,
+                                                             run_main, monkeypatch):
     config = tiny_config(tmp_path / 'tiny_run.py', tiny_data)
     suite_file = tmp_path / 'tiny.py'
     suite_file.write_text(SUITE.format(config=config))
@@ -43,11 +45,11 @@ def test_a_task_through_the_local_executor_trains_and_records(tmp_path, tiny_dat
     final = load_weights(str(work / f'epoch_{EPOCHS}.pth'))
     assert differing(reference_1p.weights, final) == []
 
-    # Rerunning the suite submits nothing and renders the table with the run's record.
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=900)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert again.stdout.splitlines()[1] == f'[1/1] {run.name}: done (records exist)'
+    # Rerunning the suite (in-process) submits nothing and renders the table with the record.
+    monkeypatch.chdir(tmp_path)
+    code, again, err, _ = run_main(run_suite, *cmd[2:])
+    assert code == 0, again[-3000:] + err[-3000:]
+    assert again.splitlines()[1] == f'[1/1] {run.name}: done (records exist)'
     board = (tmp_path / 'results/suites/tiny/leaderboard.md').read_text()
     rows = [line for line in board.splitlines() if '| kNN | MixCo (MoCo-v2)' in line]
     assert len(rows) == 1 and '| this suite | ok |' in rows[0], board

@@ -6,11 +6,12 @@ and finds it done), each run has one record, the table has both. tests/e2e/test_
 weights equal to the same suite's run two at a time, bit for bit."""
 import json
 import os
-import subprocess
 from pathlib import Path
 
+from tools import run_suite
 
-def test_killed_suite_restarts_without_retraining(digits_suite):
+
+def test_killed_suite_restarts_without_retraining(digits_suite, run_main, monkeypatch):
     suite = digits_suite
     folder = suite.folder
     first_run, second_run = (Path(run.work_dir) for run in suite.runs)
@@ -56,8 +57,8 @@ def test_killed_suite_restarts_without_retraining(digits_suite):
     assert any('| linear, online (during pretraining) | MixCo (MoCo-v2) |' in line
                for line in board.splitlines())
     assert (folder / 'results/suites/tiny/curves.png').is_file()
-    # A third time: nothing to do.
-    third = subprocess.run(suite.command + ['--dry-run'], cwd=folder, env=suite.env,
-                           capture_output=True, text=True, timeout=300)
-    assert third.stdout.splitlines()[-1] == 'plan: 2 skip (done); 0 evaluation(s) to run'
+    # A third time (in-process: the suite's processes are proven above): nothing to do.
+    monkeypatch.chdir(folder)
+    code, out, err, _ = run_main(run_suite, *suite.command[2:], '--dry-run')
+    assert code == 0 and out.splitlines()[-1] == 'plan: 2 skip (done); 0 evaluation(s) to run', err
     assert os.path.getsize(folder / 'results/suites/tiny/leaderboard.csv') > 0
