@@ -89,14 +89,11 @@ for name, argv in json.loads(sys.argv[1]):
         code = run_tool({'train': train.main, 'eval': eval_tool.main,
                          'leaderboard': leaderboard.main}[name], argv)
     print(json.dumps([name, code, err.getvalue()]), flush=True)
-    if code:
-        break
 """
 
 
 def run_tools(repo: Path, *steps) -> list:
-    """(tool, exit code, stderr) of each step run in one process (`TOOLS`), to the first that
-    fails."""
+    """(tool, exit code, stderr) of each step, all run in one process (`TOOLS`)."""
     done = run(repo, '-c', TOOLS, json.dumps([[name, list(map(str, argv))] for name, argv
                                               in steps]))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -106,11 +103,6 @@ def run_tools(repo: Path, *steps) -> list:
 def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_path):
     config = 'configs/barlowtwins_r18_digits.py'
     work, results = tmp_path / 'work', tmp_path / 'results'
-    (_, code, err), = run_tools(repo, ('train', [config, '--check-only', '--cfg-options',
-                                                 'model.hidden_dim=-3']))
-    assert code == 2, err
-    assert err.count('\n') == 1 and err.startswith('error: '), err
-    assert 'model.hidden_dim=-3 refused by BarlowTwins' in err
 
     # Its own test, and the suite's tests over every method and every doc table, which hold
     # with the new method in and cover it (it resumes; its config is registered; the speed
@@ -126,13 +118,17 @@ def test_a_new_method_by_the_documented_steps_reaches_the_leaderboard(repo, tmp_
                     'registered[configs/barlowtwins_r18_digits.py] PASSED'):
         assert covered in tests.stdout, tests.stdout[-3000:]
 
-    steps = run_tools(
+    (_, code, err), *steps = run_tools(
         repo,
+        ('train', [config, '--check-only', '--cfg-options', 'model.hidden_dim=-3']),
         ('train', [config, '--work-dir', work, '--no-eval', '--cfg-options',
                    'train_cfg.max_epochs=1', 'train_dataloader.num_batch_per_epoch=3',
                    'model.hidden_dim=32', 'model.output_dim=32']),
         ('eval', [config, work / 'epoch_1.pth', '--protocols', 'knn', '--results-dir', results]),
         ('leaderboard', ['--results-dir', results, '--paper', 'none']))
+    assert code == 2, err  # a bad value: one line, before anything else
+    assert err.count('\n') == 1 and err.startswith('error: '), err
+    assert 'model.hidden_dim=-3 refused by BarlowTwins' in err
     assert [(name, code) for name, code, _ in steps] == [
         ('train', 0), ('eval', 0), ('leaderboard', 0)], steps[-1][2][-3000:]
     rows = [line for line in (results / 'leaderboard.md').read_text().split('\n')

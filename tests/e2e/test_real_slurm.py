@@ -23,6 +23,7 @@ from benchmark.harness.faults.runs import differing, load_weights
 from benchmark.suites.spec import expand_suite
 from tests.conftest import ROOT
 from tests.e2e.conftest import EPOCHS, STEPS, paused_config, run_env, wait_for
+from tools import run_suite
 
 pytestmark = pytest.mark.slurm
 
@@ -151,11 +152,11 @@ def test_a_cancelled_job_saves_and_says_how_to_resume(linuxproc, tmp_path, tiny_
     assert 'stopped by SIGTERM' in out and 'rerun the suite to resume it' in out, out[-3000:]
 
 
-def test_two_launches_at_once_submit_each_run_once(real_slurm, tmp_path):
+def test_two_launches_at_once_submit_each_run_once(real_slurm, tmp_path, run_main, monkeypatch):
     """Two launches of a two-run suite started together, with a controller slow to answer
     sbatch (a wrapper waits 2 s before the real one): two tasks in SLURM, one per run, each
     run's job id recorded; a third launch finds both queued and submits nothing. The jobs are
-    held (sbatch --hold), so nothing trains."""
+    held (sbatch --hold), so nothing trains. The third launch runs in-process."""
     name = f'realslurm_{uuid.uuid4().hex[:8]}'
     suite_file = tmp_path / f'{name}.py'
     suite_file.write_text(
@@ -184,10 +185,10 @@ def test_two_launches_at_once_submit_each_run_once(real_slurm, tmp_path):
         recorded = sorted((w / 'slurm_job_id').read_text().strip() for w in works)
         assert recorded == sorted(tasks), (recorded, tasks, outs)
         assert not list(tmp_path.glob('work_dirs/suites/*/*/slurm_submitting'))
-        third = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=300)
-        assert third.returncode == 0 and third.stdout.count(': queued (SLURM job ') == 2, \
-            third.stdout
+        monkeypatch.chdir(tmp_path)  # in-process: the launch's process is proven above
+        monkeypatch.setenv('PATH', env['PATH'])
+        code, third, err, _ = run_main(run_suite, *cmd[2:])
+        assert code == 0 and third.count(': queued (SLURM job ') == 2, third + err
         assert len((tmp_path / 'sbatch.calls').read_text().split()) in (1, 2)
     finally:
         for job in queued(name):

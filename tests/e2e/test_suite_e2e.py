@@ -2,8 +2,9 @@
 killed with SIGKILL in its second run and restarted with the same command from two terminals at
 once (tests/e2e/conftest.py's `digits_suite`): the first run is not trained again (its files keep
 their mtimes), the second resumes once, in one of the two processes (the other passes over it
-and finds it done), each run has one record, the table has both. tests/e2e/test_suite_parallel_e2e.py finds the restarted suite's
-weights equal to the same suite's run two at a time, bit for bit."""
+and finds it done), each run has one record, the table has both.
+tests/e2e/test_suite_parallel_e2e.py finds the restarted suite's weights equal to the same
+suite's run two at a time, bit for bit."""
 import json
 import os
 from pathlib import Path
