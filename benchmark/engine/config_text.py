@@ -7,7 +7,9 @@ suite's `--dry-run` spent most of its seconds in yapf. Its text is one top-level
 key (`key=value`, sorted, each on lines of its own), and yapf formats each statement alone:
 `pretty_text` formats statement by statement and remembers each, so the statements runs share
 (all but the seed across seeds) are formatted once. The same text as mmengine's, checked over
-every shipped config and a suite's variants in tests/engine/test_config_text.py.
+every shipped config and a suite's variants in tests/engine/test_config_text.py. A run's Runner
+gets its config as a `FormattedConfig`, so that the text mmengine writes into every checkpoint,
+its log and its dump is this one too (mmengine asks for it about ten times in a short run).
 
 `config_identity` is the text a record's ``config_sha256`` hashes; `config_setting` is what its
 ``setting_sha256`` and ``overrides`` come from (the same config without seed and data paths, and
