@@ -98,6 +98,7 @@ def test_a_prepared_run_holds_its_checked_config_identity_views_and_work_dir(tmp
         assert steps[:3] == ['benchmark.engine.config_file', 'benchmark.engine.train_views',
                              'benchmark.engine.config.check'], steps
         assert run.cfg.train_cfg.max_epochs == 1 and run.work_dir == str(tmp_path / 'w')
+        assert type(run.cfg).__name__ == 'FormattedConfig'  # its text formatted once a statement
         assert set(run.identity) == {'config_text', 'setting'} and run.resume is None
         assert run.views == 'device'  # the digits configs draw their views on the device
         assert (tmp_path / 'w' / TRAINER_LOCK).exists()  # held by this process
