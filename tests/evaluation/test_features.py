@@ -1,11 +1,6 @@
 """Feature extraction: eval mode, dataset order, and two processes equal one."""
-import os
-import socket
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from benchmark.evaluation.features import extract_features
@@ -43,24 +38,16 @@ def test_features_in_order_eval_mode_and_mode_restored():
     assert torch.equal(labels, data.labels)
 
 
-def worker(rank: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    dist.init_process_group('gloo', rank=rank, world_size=2)
-    feats, labels = extract_features(backbone(), TensorDataset(), batch_size=2, progress=False)
-    torch.save((feats, labels), os.path.join(out, f'{rank}.pt'))
-    dist.destroy_process_group()
+def on_each_process(rank: int, world: int) -> tuple:
+    """In the shared gloo pair (tests/methods/gloo_pair.py): this process's features."""
+    return extract_features(backbone(), TensorDataset(), batch_size=2, progress=False)
 
 
 @pytest.mark.slow
-def test_two_processes_gather_the_same_features(tmp_path):
+def test_two_processes_gather_the_same_features(two_process_results):
     """Each process extracts a shard; both end with all 11 rows in dataset order."""
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    mp.start_processes(worker, args=(port, str(tmp_path)), nprocs=2, start_method='spawn')
     feats, labels = extract_features(backbone(), TensorDataset(), batch_size=4, progress=False)
-    for rank in range(2):
-        got_feats, got_labels = torch.load(tmp_path / f'{rank}.pt')
+    for got_feats, got_labels in two_process_results['tests.evaluation.test_features']:
         torch.testing.assert_close(got_feats, feats)
         assert torch.equal(got_labels, labels)
 

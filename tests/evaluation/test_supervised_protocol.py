@@ -3,14 +3,10 @@ naive float64 loop, the same in two processes, and recorded by evaluate_run for 
 models only."""
 import json
 import logging
-import os
-import socket
 from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from mmengine.config import Config
 from torch import nn
 
@@ -81,26 +77,19 @@ def test_what_cannot_be_scored_raises(features, labels, message):
         classifier_accuracy(features, labels, nn.Linear(2, 3))
 
 
-def worker(rank: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
-    dist.init_process_group('gloo', rank=rank, world_size=2)
+def on_each_process(rank: int, world: int):
+    """In the shared gloo pair (tests/methods/gloo_pair.py): what this process's call returns."""
     torch.set_num_threads(1)
     backbone, classifier = tiny_model()
-    torch.save(evaluate_classifier(backbone, classifier, DIGITS, batch_size=64),
-               os.path.join(out, f'{rank}.pt'))
-    dist.destroy_process_group()
+    return evaluate_classifier(backbone, classifier, DIGITS, batch_size=64)
 
 
 @pytest.mark.slow
-def test_two_processes_give_rank_0_the_one_process_result(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        port = sock.getsockname()[1]
-    mp.start_processes(worker, args=(port, str(tmp_path)), nprocs=2, start_method='spawn')
+def test_two_processes_give_rank_0_the_one_process_result(two_process_results):
     backbone, classifier = tiny_model()
     alone = evaluate_classifier(backbone, classifier, DIGITS, batch_size=64)
-    assert torch.load(tmp_path / '1.pt') is None
-    assert torch.load(tmp_path / '0.pt') == alone
+    first, second = two_process_results['tests.evaluation.test_supervised_protocol']
+    assert second is None and first == alone
 
 
 def fake_runner(model: nn.Module) -> SimpleNamespace:

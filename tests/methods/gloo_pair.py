@@ -15,6 +15,13 @@ import torch.multiprocessing as mp
 
 from benchmark.dist import free_groups
 
+# The modules whose ``on_each_process`` the pair runs (tests/methods/conftest.py and
+# tests/evaluation/conftest.py share the pair under one name).
+TWO_PROCESS_MODULES = ('tests.methods.test_distributed', 'tests.methods.test_sync_bn',
+                       'tests.methods.test_simclr_authors', 'tests.methods.test_key_shuffle_bn',
+                       'tests.evaluation.test_features',
+                       'tests.evaluation.test_supervised_protocol')
+
 
 def worker(rank: int, world: int, port: int, out_dir: str, modules: Sequence[str]) -> None:
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
