@@ -61,8 +61,8 @@ def device_lr(optimizer: Optimizer, lr: Optional[Sequence[Tensor]]) -> Iterator[
     saved = [dict(group) for group in optimizer.param_groups]
     for group, rate in zip(optimizer.param_groups, lr or ()):
         group.update(lr=rate, fused=True, foreach=False)
-        for p in group['params'] if group['momentum'] else ():  # the fused kernel wants a
-            state = optimizer.state[p]  # momentum buffer of the parameter's layout for each
+        for p in group['params'] if group['momentum'] else ():
+            state = optimizer.state[p]
             buffer = state.get('momentum_buffer')
             if p.grad is not None and (buffer is None or buffer.stride() != p.stride()):
                 state['momentum_buffer'] = (torch.zeros_like(p) if buffer is None

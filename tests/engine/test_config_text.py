@@ -49,10 +49,12 @@ def test_a_runs_config_formats_each_statement_once_however_often_mmengine_asks(m
     from benchmark.engine.config_text import FormattedConfig, formatted
     cfg = Config.fromfile(str(ROOT / 'configs/mocov2_r18_digits.py'))
     cfg.merge_from_dict({'randomness.seed': 4321})  # a statement no other test formats
-    calls = []
-    format_code = config_text.FormatCode
-    monkeypatch.setattr(config_text, 'FormatCode', lambda *a, **k: (calls.append(1), format_code(
-        *a, **k))[1])
+    calls, format_code = [], config_text.FormatCode
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return format_code(*args, **kwargs)
+    monkeypatch.setattr(config_text, 'FormatCode', counted)
     config_text.formatted_statement.cache_clear()
     run = copy.deepcopy(formatted(cfg))  # as Runner.from_cfg copies it
     assert type(run) is FormattedConfig
